@@ -1,0 +1,79 @@
+"""Checks of user input shared by the scripts: each failure is one line on stderr and a non-zero exit.
+
+`fail` raises `SystemExit` with an ``error: ...`` message, which Python prints to stderr without a traceback and
+turns into exit status 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import NoReturn
+
+import gymnasium as gym
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the program with a one-line error (no traceback, exit status 1)."""
+    raise SystemExit(f"error: {message}")
+
+
+def check_positive(**counts: float) -> None:
+    """Every named count must be > 0, e.g. ``check_positive(num_envs=8, num_steps=128)``."""
+    for name, value in counts.items():
+        if value is None or value <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+
+
+def check_env_id(env_id: str) -> None:
+    """The env id must be registered in gymnasium; suggest close matches when it is not."""
+    if env_id in gym.registry:
+        return
+    matches = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(matches)}?" if matches else "; see `gymnasium.pprint_registry()` for ids"
+    fail(f"unknown environment id {env_id!r}{hint}")
+
+
+def check_atari_env_id(env_id: str) -> None:
+    """The env id must name an ALE (Atari) game, e.g. ``BreakoutNoFrameskip-v4`` or ``ALE/Breakout-v5``."""
+    check_env_id(env_id)
+    entry_point = gym.registry[env_id].entry_point
+    if not (isinstance(entry_point, str) and entry_point.startswith("ale_py")):
+        fail(f"{env_id!r} is not an Atari game; use an ALE id such as BreakoutNoFrameskip-v4 (or cleanrl/ppo.py)")
+
+
+def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int) -> None:
+    """The rollout batch must split into equal minibatches and fit at least once into the run."""
+    batch_size = num_envs * num_steps
+    if batch_size % num_minibatches != 0:
+        fail(
+            f"the batch num_envs*num_steps = {num_envs}*{num_steps} = {batch_size} is not divisible by "
+            f"--num-minibatches {num_minibatches}; pick a divisor of {batch_size}"
+        )
+    if total_timesteps < batch_size:
+        fail(
+            f"--total-timesteps {total_timesteps} is smaller than one batch (num_envs*num_steps = {batch_size}): "
+            "no update would run; raise --total-timesteps or shrink the batch"
+        )
+
+
+def prepare_run_dir(path: str) -> str:
+    """Create the run directory and prove it is writable, before any work is done."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".write_test")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as exc:
+        fail(f"cannot write the run directory {path!r} ({exc.strerror}); pass a writable --runs-dir")
+    return path
+
+
+def check_discrete_actions(action_space: gym.Space, env_id: str) -> None:
+    """PPO here uses a categorical policy: the action space must be Discrete."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(
+            f"{env_id!r} has a {type(action_space).__name__} action space; this script supports only Discrete "
+            "actions (for continuous control use a Gaussian-policy PPO such as CleanRL's ppo_continuous_action.py)"
+        )
