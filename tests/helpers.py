@@ -22,11 +22,13 @@ def run_script(
     """Run ``python ARGS...`` (this interpreter) in ``cwd``, capturing text stdout/stderr.
 
     Relative script paths in ``args`` (e.g. ``cleanrl/ppo.py``) are resolved against the repository root, so
-    tests can run in a temporary directory. ``env`` entries are added to (and override) the current environment.
+    tests can run in a temporary directory. The repository root is put on PYTHONPATH, so ``cleanrl_utils`` imports
+    even when the project is not pip-installed. ``env`` entries are added to (and override) the current environment.
     """
     resolved = [str(REPO_ROOT / a) if a.endswith(".py") and not os.path.isabs(a) else a for a in args]
     full_env = dict(os.environ)
     full_env.setdefault("PYTHONUNBUFFERED", "1")
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH")) if p)
     if env:
         full_env.update(env)
     return subprocess.run(
