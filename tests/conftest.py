@@ -1,0 +1,3 @@
+"""Shared pytest fixtures."""
+
+from slurm_cluster import slurm_cluster  # noqa: F401  (two-node Slurm cluster fixture, see tests/slurm_cluster.py)
