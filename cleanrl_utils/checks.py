@@ -27,6 +27,9 @@ def check_positive(**counts: float) -> None:
 
 def check_env_id(env_id: str) -> None:
     """The env id must be registered in gymnasium; suggest close matches when it is not."""
+    import ale_py  # registers the Atari ids, so that they are known (and suggested) everywhere
+
+    gym.register_envs(ale_py)
     if env_id in gym.registry:
         return
     matches = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.6)

@@ -1,0 +1,444 @@
+# PPO for Atari, CleanRL style, on gymnasium 1.x / ale-py 0.11+ / torch 2.x.
+# Docs of the original: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_ataripy
+#
+# Autoreset: the vector env runs with gymnasium's SAME_STEP autoreset mode. On the step where an episode ends, the
+# env is reset at once and the step returns the *reset* observation (the final one is in infos["final_obs"]).
+# So every step of the rollout is a real transition taken by the policy, `dones[t]` says that `obs[t]` is the
+# first observation of a new episode, and GAE's `1 - dones[t + 1]` cuts the bootstrap at every episode boundary.
+# The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
+# the env ignores (reward 0): that transition would have to be masked out of the loss and would waste 1 step in
+# every episode. Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from cleanrl_utils.atari_wrappers import make_atari_env
+from cleanrl_utils.checks import check_atari_env_id, check_batch, check_positive, fail, prepare_run_dir
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (`pip install -e .[track]`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: Optional[str] = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (env 0, to `videos/{run_name}`)"""
+    save_model: bool = False
+    """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
+    runs_dir: str = "runs"
+    """the folder of the TensorBoard logs and saved models"""
+    progress_bar: bool = True
+    """show a progress bar (steps, SPS, recent return); off anyway when stdout is not a terminal"""
+
+    # Algorithm specific arguments
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the id of the environment"""
+    vector_env: Literal["sync", "async"] = "sync"
+    """the vector env: `sync` (all envs in this process) or `async` (one process per env, shared memory)"""
+    total_timesteps: int = 10000000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 8
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.1
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: Optional[float] = None
+    """the target KL divergence threshold"""
+
+    # to be filled in runtime
+    batch_size: int = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: int = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: int = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def make_env(env_id: str, idx: int, capture_video: bool, run_name: str):
+    def thunk():
+        if capture_video and idx == 0:
+            env = make_atari_env(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = make_atari_env(env_id)
+        return env
+
+    return thunk
+
+
+def make_vector_env(args: Args, run_name: str) -> gym.vector.VectorEnv:
+    env_fns = [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)]
+    autoreset = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+    if args.vector_env == "async":
+        return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, **autoreset)
+    return gym.vector.SyncVectorEnv(env_fns, **autoreset)
+
+
+def episode_stats(infos: dict) -> list[tuple[float, int]]:
+    """(return, length) of every full game that ended on this step.
+
+    With SAME_STEP autoreset the info of the ending step moves to `infos["final_info"]`, and the inner
+    RecordEpisodeStatistics reports only real game overs (not lost lives).
+    """
+    final = infos.get("final_info", {})
+    if "episode" not in final:
+        return []
+    mask = final["_episode"]
+    return list(zip(final["episode"]["r"][mask].tolist(), final["episode"]["l"][mask].tolist()))
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """The Nature CNN with a policy and a value head. Takes uint8 frames; converts to float only here.
+
+    The convolutions run in the `channels_last` memory format: on CPU (oneDNN) training is about twice as fast
+    as in the default layout, and on recent GPUs it is the layout tensor cores prefer.
+    """
+
+    def __init__(self, envs):
+        super().__init__()
+        self.network = nn.Sequential(
+            layer_init(nn.Conv2d(4, 32, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)),
+            nn.ReLU(),
+        )
+        self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)
+        self.critic = layer_init(nn.Linear(512, 1), std=1)
+        self.to(memory_format=torch.channels_last)
+
+    def hidden(self, x):
+        x = x.to(torch.float32).div_(255.0).contiguous(memory_format=torch.channels_last)
+        return self.network(x)
+
+    def get_value(self, x):
+        return self.critic(self.hidden(x))
+
+    def get_action_and_value(self, x, action=None):
+        hidden = self.hidden(x)
+        logits = self.actor(hidden)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over a rollout of shape [num_steps, num_envs].
+
+    `dones[t]` is 1 when `obs[t]` starts a new episode, so the value of step t+1 is bootstrapped only when
+    `dones[t + 1]` is 0 (`next_done` plays that part after the last step).
+    """
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages, advantages + values
+
+
+def collect_rollout(envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device):
+    """Step the vector env `num_steps` times with the policy, filling the buffers in place.
+
+    Returns the observation and done flags after the last step (for the bootstrap) and the (return, length)
+    of every game that ended.
+    """
+    episodes = []
+    for step in range(obs.shape[0]):
+        obs[step] = next_obs
+        dones[step] = next_done
+        with torch.inference_mode():
+            action, logprob, _, value = agent.get_action_and_value(next_obs)
+        values[step] = value.flatten()
+        actions[step] = action
+        logprobs[step] = logprob
+
+        next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+        rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+        next_obs = torch.as_tensor(next_obs_np, device=device)
+        next_done = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
+        episodes += episode_stats(infos)
+    return next_obs, next_done, episodes
+
+
+def save_model(path: str, agent: nn.Module, args: Args) -> None:
+    """Weights plus what is needed to rebuild and check the agent (loadable with `weights_only=True`)."""
+    tmp = path + ".tmp"
+    torch.save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, tmp)
+    os.replace(tmp, path)
+
+
+class Stop(Exception):
+    """Raised by the SIGTERM handler so that the run closes its logs and saves its model before exiting."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stop()
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_positive(
+        num_envs=args.num_envs,
+        num_steps=args.num_steps,
+        num_minibatches=args.num_minibatches,
+        update_epochs=args.update_epochs,
+        total_timesteps=args.total_timesteps,
+        learning_rate=args.learning_rate,
+    )
+    check_atari_env_id(args.env_id)
+    check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            fail("--capture-video needs moviepy: pip install -e '.[video]'")
+    if args.track:
+        try:
+            import wandb
+        except ImportError:
+            fail("--track needs wandb: pip install -e '.[track]'")
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    writer = SummaryWriter(run_dir)
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+    print(
+        f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, "
+        f"minibatch {args.minibatch_size}, {args.num_iterations} iterations, logs in {run_dir}",
+        flush=True,
+    )
+
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    # env setup
+    envs = make_vector_env(args, run_name)
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(
+        device
+    )
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = time.time()
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.as_tensor(next_obs, device=device)
+    next_done = torch.zeros(args.num_envs).to(device)
+    recent_returns: list[float] = []
+    progress = tqdm(
+        total=args.num_iterations * args.batch_size,
+        unit="step",
+        disable=not (args.progress_bar and sys.stdout.isatty()),
+        dynamic_ncols=True,
+    )
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    exit_code = 0
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                lrnow = frac * args.learning_rate
+                optimizer.param_groups[0]["lr"] = lrnow
+
+            # ROLLOUT
+            next_obs, next_done, episodes = collect_rollout(
+                envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device
+            )
+            for i, (episodic_return, episodic_length) in enumerate(episodes):
+                # an episode ended during this rollout; log it at the end-of-rollout step (the exact step
+                # inside the rollout is not worth a per-step callback in the hot loop)
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step + args.batch_size)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step + args.batch_size)
+                recent_returns = (recent_returns + [episodic_return])[-20:]
+            global_step += args.batch_size
+
+            # ADVANTAGE: bootstrap value if not done
+            with torch.inference_mode():
+                next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+
+            # flatten the batch
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            # UPDATE: optimizing the policy and value network
+            b_inds = np.arange(args.batch_size)
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                np.random.shuffle(b_inds)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    end = start + args.minibatch_size
+                    mb_inds = b_inds[start:end]
+
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():
+                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                    # Policy loss
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    # Value loss
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds],
+                            -args.clip_coef,
+                            args.clip_coef,
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                        v_loss = 0.5 * v_loss_max.mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
+            sps = int(global_step / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            progress.update(args.batch_size)
+            progress.set_postfix(SPS=sps, ret=f"{np.mean(recent_returns):.1f}" if recent_returns else "-")
+    except (KeyboardInterrupt, Stop):
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}", file=sys.stderr)
+        exit_code = 130
+    finally:
+        progress.close()
+        if args.save_model:
+            model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
+            save_model(model_path, agent, args)
+            print(f"model saved to {model_path}")
+        envs.close()
+        writer.close()
+    sys.exit(exit_code)
