@@ -1,0 +1,106 @@
+"""Evaluate a model saved by `cleanrl/ppo_atari.py --save-model`: the full-game return of N episodes.
+
+    python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
+
+The episode return is the sum of the raw (unclipped) game score over all lives, as logged during training.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import tyro
+
+from cleanrl_utils.atari_wrappers import make_atari_env
+from cleanrl_utils.checks import check_atari_env_id, check_positive, fail
+
+
+@dataclass
+class Args:
+    model_path: str
+    """path of the `.cleanrl_model` file written by `--save-model`"""
+    env_id: Optional[str] = None
+    """the game to evaluate on (default: the one the model was trained on)"""
+    eval_episodes: int = 10
+    """the number of full games to play"""
+    seed: int = 1
+    """seed of the evaluation env and of the action sampling"""
+    greedy: bool = False
+    """take the most likely action instead of sampling from the policy"""
+    max_steps: int = 108_000
+    """stop after this many agent steps in total, whatever the number of finished episodes"""
+
+
+def load_checkpoint(path: str) -> dict:
+    """Load a saved model safely (`weights_only=True`), with a one-line error for a bad file."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        fail(f"no model file at {path!r}; pass the .cleanrl_model written by --save-model")
+    except Exception as exc:  # torch raises several types for a corrupt or foreign file
+        fail(f"cannot read the model file {path!r} ({type(exc).__name__}); is it a .cleanrl_model file?")
+    if not isinstance(checkpoint, dict) or "model" not in checkpoint:
+        fail(f"{path!r} is not a model saved by ppo_atari.py --save-model")
+    return checkpoint
+
+
+def evaluate(
+    model_path: str,
+    env_id: Optional[str] = None,
+    eval_episodes: int = 10,
+    seed: int = 1,
+    greedy: bool = False,
+    max_steps: int = 108_000,
+) -> list[float]:
+    from cleanrl.ppo_atari import Agent
+
+    checkpoint = load_checkpoint(model_path)
+    env_id = env_id or checkpoint.get("env_id")
+    check_atari_env_id(env_id)
+    env = make_atari_env(env_id)
+    # Agent only reads `single_action_space` from the envs object it is given
+    env.single_action_space = env.action_space
+    agent = Agent(env)
+    try:
+        agent.load_state_dict(checkpoint["model"])
+    except RuntimeError:
+        fail(f"the model in {model_path!r} does not fit {env_id!r} (different action count or architecture)")
+    agent.eval()
+    torch.manual_seed(seed)
+
+    returns: list[float] = []
+    obs, _ = env.reset(seed=seed)
+    for _ in range(max_steps):
+        with torch.inference_mode():
+            x = torch.as_tensor(np.asarray(obs)).unsqueeze(0)
+            if greedy:
+                action = agent.actor(agent.hidden(x)).argmax(dim=1)
+            else:
+                action, _, _, _ = agent.get_action_and_value(x)
+        obs, _, terminated, truncated, info = env.step(int(action.item()))
+        if terminated or truncated:
+            if "episode" in info:  # a real game over (a lost life ends only the learning episode)
+                returns.append(float(info["episode"]["r"]))
+                print(f"eval episode {len(returns)}: return {returns[-1]:.1f}, length {int(info['episode']['l'])}")
+                if len(returns) == eval_episodes:
+                    break
+            obs, _ = env.reset()
+    env.close()
+    return returns
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_positive(eval_episodes=args.eval_episodes, max_steps=args.max_steps)
+    start = time.time()
+    returns = evaluate(args.model_path, args.env_id, args.eval_episodes, args.seed, args.greedy, args.max_steps)
+    if not returns:
+        fail(f"no episode finished within --max-steps {args.max_steps}; raise it")
+    print(
+        f"{len(returns)} episodes: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} "
+        f"(min {np.min(returns):.1f}, max {np.max(returns):.1f}) in {time.time() - start:.1f}s"
+    )
