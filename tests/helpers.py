@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Mapping, Sequence
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -55,3 +57,20 @@ def read_scalars(run_dir: str | os.PathLike[str], tag: str) -> list[tuple[int, f
     if tag not in acc.Tags()["scalars"]:
         return []
     return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def load_script(script: str, module_name: str) -> ModuleType:
+    """Import a script such as ``cleanrl/ppo.py`` as a module (its ``__main__`` block does not run)."""
+    spec = importlib.util.spec_from_file_location(module_name, REPO_ROOT / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: str) -> None:
+    """The run failed with exactly one stderr line, ``error: ...`` containing ``fragment``, and no traceback."""
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert fragment in lines[0], lines[0]
