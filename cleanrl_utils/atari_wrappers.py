@@ -5,12 +5,16 @@ Order, from the emulator outwards (as in CleanRL / Stable-Baselines3):
 1. ``gymnasium.wrappers.AtariPreprocessing``: no-op reset (1..30 no-ops), frame skip 4 with a max-pool of the
    last two frames, 84x84 grayscale (read straight from the emulator's grayscale screen, resized with
    ``INTER_AREA``). gymnasium's own wrapper does exactly these steps, so we use it rather than re-writing them.
-2. ``RecordEpisodeStatistics``: the *full-game* return (all lives, unclipped rewards) and length in agent steps.
-   It sits below ``EpisodicLifeEnv`` so that a lost life is not reported as an episode.
+2. ``RecordEpisodeStatistics``: the *full-game* return (all lives, unclipped rewards) and length (made to count
+   agent steps by 5.). It sits below ``EpisodicLifeEnv`` so that a lost life is not reported as an episode.
 3. ``EpisodicLifeEnv``: a lost life ends the episode for learning, without resetting the emulator.
-4. ``FireResetEnv``: presses FIRE after every reset (real or after a lost life) in games that need it.
-5. ``ClipRewardEnv``: reward clipped to its sign.
-6. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames, shape ``(4, 84, 84)`` uint8.
+4. ``FireResetEnv``: presses FIRE after every reset (real or after a lost life) in games whose action set has FIRE
+   (the rule of baselines, CleanRL and Stable-Baselines3). Breakout needs it; Pong has FIRE too and gets it,
+   harmlessly (FIRE does nothing at Pong's start, then action 2 moves the paddle for 4 frames).
+5. ``AgentStepLengthEnv``: the episode length counts only the agent's steps, not those FIRE reset and the
+   episodic-life reset take by themselves.
+6. ``ClipRewardEnv``: reward clipped to its sign.
+7. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames, shape ``(4, 84, 84)`` uint8.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ class EpisodicLifeEnv(gym.Wrapper):
     """A lost life returns ``terminated=True`` while the game goes on (Mnih et al. 2015).
 
     ``reset`` after a lost life does not reset the emulator: it takes one no-op step from where the game is, so
-    the agent keeps playing the same game with fewer lives. Only a real game over resets the emulator.
+    the agent keeps playing the same game with fewer lives. Only a real game over (or truncation) resets the
+    emulator, or a ``reset(seed=...)``: a seed asks for a new, reproducible game and is never silently ignored.
     ``info["lives"]`` is left as the emulator reports it.
     """
 
@@ -51,7 +56,7 @@ class EpisodicLifeEnv(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        if self.was_real_done:
+        if self.was_real_done or kwargs.get("seed") is not None:
             obs, info = self.env.reset(**kwargs)
         else:
             obs, _, terminated, truncated, info = self.env.step(NOOP_ACTION)
@@ -80,6 +85,42 @@ class FireResetEnv(gym.Wrapper):
             if terminated or truncated:
                 obs, info = self.env.reset(**kwargs)
         return obs, info
+
+
+class AgentStepLengthEnv(gym.Wrapper):
+    """Make ``info["episode"]["l"]`` count the agent's own steps over the whole game.
+
+    ``RecordEpisodeStatistics`` must sit below ``EpisodicLifeEnv`` (a lost life is not an episode), so it also
+    counts the steps that ``EpisodicLifeEnv`` and ``FireResetEnv`` take by themselves inside ``reset`` (the no-op
+    after a lost life, FIRE and action 2): 3 extra steps per life in Breakout. Their rewards belong in the return,
+    but they are not agent steps. This wrapper, above them, counts ``step`` calls and writes that count into the
+    episode statistics. A new game is recognised by the length counted below going back at ``reset`` (a reset
+    after a lost life continues the game, and that count with it).
+    """
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.agent_steps = 0
+        self.steps_below = 0
+
+    def _steps_below(self) -> int:
+        return int(self.env.get_wrapper_attr("episode_lengths"))
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        steps_below = self._steps_below()
+        if steps_below < self.steps_below:
+            self.agent_steps = 0
+        self.steps_below = steps_below
+        return obs, info
+
+    def step(self, action: int) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.agent_steps += 1
+        self.steps_below = self._steps_below()
+        if "episode" in info:
+            info["episode"]["l"] = self.agent_steps
+        return obs, reward, terminated, truncated, info
 
 
 class ClipRewardEnv(gym.RewardWrapper):
@@ -126,6 +167,7 @@ def make_atari_env(
         env = EpisodicLifeEnv(env)
     if needs_fire_reset(env):
         env = FireResetEnv(env)
+    env = AgentStepLengthEnv(env)
     if clip_reward:
         env = ClipRewardEnv(env)
     env = gym.wrappers.FrameStackObservation(env, frame_stack)
