@@ -1,0 +1,567 @@
+"""Submit a script's runs, one per seed, as (multi-node) jobs: AWS Batch, a Slurm cluster, or this machine.
+
+    # 3 seeds, each a 4-node AWS Batch multi-node parallel job of c5.12xlarge instances
+    python cleanrl_utils/submit_exp.py --command "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4" \
+        --num-seeds 3 --num-nodes 4 --instance-type c5.12xlarge
+    # the same, but only print the exact AWS Batch requests (nothing is sent, no credentials needed)
+    ... --dry-run
+    # try the exact multi-node job on this machine first: 2 simulated nodes on loopback
+    ... --provider local --num-nodes 2
+    # the same job on a Slurm cluster: write the sbatch script, submit it and wait for its exit code
+    ... --provider slurm --num-nodes 2 --vcpus 8 --memory 16000 --gpus 1 --submit --wait
+
+Every run is `{command} --seed {seed}`. With `--num-nodes` > 1 the command must be a torch.distributed script
+(e.g. cleanrl/ppo_atari_multigpu.py): each node runs one torchrun launcher (`python` in the command becomes the
+launcher) with a c10d rendezvous on the main node, and as many processes as the node has GPUs (1 without GPUs).
+Node resources (vCPUs, memory, GPUs) come from `--instance-type` and can be overridden with `--vcpus/--memory/--gpus`.
+
+A W&B key is never written into a command line, a script or the output: name the environment variable holding
+it with `--wandb-key-env` (its value goes into the job's environment) or, on AWS, pass `--wandb-secret-arn`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal, Optional
+
+if not __package__:  # run as a file (`python cleanrl_utils/submit_exp.py`): make the repo root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tyro
+
+from cleanrl_utils.checks import check_positive, fail
+
+# vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
+INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
+    **{f"c5.{size}": (vcpus, vcpus * 2, 0) for size, vcpus in
+       [("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("9xlarge", 36), ("12xlarge", 48),
+        ("18xlarge", 72), ("24xlarge", 96)]},
+    **{f"m5.{size}": (vcpus, vcpus * 4, 0) for size, vcpus in
+       [("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("8xlarge", 32), ("12xlarge", 48),
+        ("16xlarge", 64), ("24xlarge", 96)]},
+    **{f"g5.{size}": (vcpus, vcpus * 4, gpus) for size, vcpus, gpus in
+       [("xlarge", 4, 1), ("2xlarge", 8, 1), ("4xlarge", 16, 1), ("8xlarge", 32, 1), ("12xlarge", 48, 4),
+        ("16xlarge", 64, 1), ("24xlarge", 96, 4), ("48xlarge", 192, 8)]},
+    "p3.2xlarge": (8, 61, 1),
+    "p3.8xlarge": (32, 244, 4),
+    "p3.16xlarge": (64, 488, 8),
+    "p3dn.24xlarge": (96, 768, 8),
+    "p4d.24xlarge": (96, 1152, 8),
+}
+# share of an instance's memory a job asks for: the container agent and the OS keep the rest
+MEMORY_SHARE = 0.9
+# the environment variable the W&B key gets inside the job
+WANDB_ENV = "WANDB_API_KEY"
+MASK = "***"
+# `python`, `python3`, `python3.11`, `/usr/bin/python3`, ...
+PYTHON_RE = re.compile(r"python(\d+(\.\d+)?)?$")
+TERMINATE_GRACE_S = 10.0
+
+
+@dataclass
+class Args:
+    command: str
+    """the run to submit, starting with `python`, e.g. "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4"
+    (`--seed` is appended per run)"""
+    num_seeds: int = 1
+    """the number of runs (jobs), one per seed"""
+    start_seed: int = 1
+    """the first seed; the seeds are start_seed, start_seed+1, ..."""
+    num_nodes: int = 1
+    """nodes per run; more than one makes a multi-node torchrun job"""
+    instance_type: str = "c5.2xlarge"
+    """the node type; sets the vCPUs, memory and GPUs per node (c5, m5, g5, p3, p4d sizes are known)"""
+    vcpus: Optional[int] = None
+    """vCPUs per node (default: from --instance-type)"""
+    memory: Optional[int] = None
+    """memory per node in MiB (default: 90% of the instance type's memory)"""
+    gpus: Optional[int] = None
+    """GPUs per node (default: from --instance-type)"""
+    nproc_per_node: Optional[int] = None
+    """training processes per node (default: the GPUs per node, 1 without GPUs)"""
+    launcher: Literal["auto", "torchrun", "python"] = "auto"
+    """how a node starts the script: torchrun (torch.distributed scripts), python, or auto (torchrun for *multigpu* scripts)"""
+    provider: Literal["aws", "local", "slurm"] = "aws"
+    """where the runs go: AWS Batch, N simulated nodes on this machine, or a Slurm cluster"""
+    dry_run: bool = False
+    """print what would be sent (AWS requests, local node commands, the sbatch script) and do nothing"""
+    rdzv_port: int = 29500
+    """the c10d rendezvous port on the main node (AWS); the local provider picks a free port, Slurm derives one"""
+    wandb_key_env: Optional[str] = None
+    """the name of an environment variable of yours holding the W&B API key; its value reaches the job as WANDB_API_KEY"""
+
+    # AWS Batch
+    job_definition: str = "cleanrl"
+    """[aws] the job definition name (each submission registers a new revision)"""
+    job_queue: str = "cleanrl"
+    """[aws] the job queue"""
+    docker_image: str = "cleanrl-throughput:latest"
+    """[aws] the container image (build and push the repo's Dockerfile)"""
+    num_retries: int = 0
+    """[aws] how often a failed job is retried (0 to 9)"""
+    timeout_seconds: int = 16 * 3600
+    """time limit of one run (AWS attempt duration; Slurm --time)"""
+    region: Optional[str] = None
+    """[aws] the region (default: the AWS configuration's)"""
+    wandb_secret_arn: Optional[str] = None
+    """[aws] a Secrets Manager / SSM parameter ARN holding the W&B key, injected as WANDB_API_KEY by AWS Batch"""
+    execution_role_arn: Optional[str] = None
+    """[aws] the execution role that may read --wandb-secret-arn"""
+
+    # Slurm
+    slurm_script_path: Optional[str] = None
+    """[slurm] where the sbatch script goes (default: slurm/<job name>.sbatch); logs go next to it"""
+    submit: bool = False
+    """[slurm] submit the script with sbatch"""
+    wait: bool = False
+    """[slurm] with --submit: wait for the jobs (sbatch -W) and exit with their exit code"""
+    partition: Optional[str] = None
+    """[slurm] the partition (default: the cluster's)"""
+    python: str = sys.executable
+    """[slurm] the python (venv) the nodes run"""
+
+
+@dataclass(frozen=True)
+class Node:
+    """Resources of one node and how many training processes it runs."""
+
+    vcpus: int
+    memory_mib: int
+    gpus: int
+    nproc: int
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one run executes, independent of where."""
+
+    argv: list[str]  # the script and its arguments, without `python` and `--seed`
+    name: str  # job name stem: script and env id
+    num_nodes: int
+    torchrun: bool
+    node: Node
+
+
+def node_resources(args: Args) -> Node:
+    known = INSTANCE_TYPES.get(args.instance_type)
+    if known is None and None in (args.vcpus, args.memory, args.gpus):
+        fail(
+            f"unknown --instance-type {args.instance_type!r}: pass --vcpus, --memory and --gpus, or use one of "
+            + ", ".join(INSTANCE_TYPES)
+        )
+    vcpus, memory_gib, gpus = known or (0, 0, 0)
+    node = Node(
+        vcpus=args.vcpus if args.vcpus is not None else vcpus,
+        memory_mib=args.memory if args.memory is not None else int(memory_gib * 1024 * MEMORY_SHARE),
+        gpus=args.gpus if args.gpus is not None else gpus,
+        nproc=args.nproc_per_node if args.nproc_per_node is not None else max(1, gpus if args.gpus is None else args.gpus),
+    )
+    check_positive(vcpus=node.vcpus, memory=node.memory_mib, nproc_per_node=node.nproc)
+    if node.gpus < 0:
+        fail(f"--gpus must be >= 0, got {node.gpus}")
+    return node
+
+
+def parse_job(args: Args) -> Job:
+    check_positive(num_seeds=args.num_seeds, num_nodes=args.num_nodes, timeout_seconds=args.timeout_seconds)
+    if args.start_seed < 0:
+        fail(f"--start-seed must be >= 0, got {args.start_seed}")
+    try:
+        tokens = shlex.split(args.command)
+    except ValueError as exc:
+        fail(f"cannot parse --command ({exc})")
+    if len(tokens) < 2 or not PYTHON_RE.match(os.path.basename(tokens[0])):
+        fail(f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; got {args.command!r}")
+    if any(t == "--seed" or t.startswith("--seed=") for t in tokens):
+        fail("--command must not set --seed: the seeds come from --start-seed and --num-seeds")
+    argv = tokens[1:]
+    script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
+    torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
+    if args.num_nodes > 1 and not torchrun:
+        fail(
+            f"--num-nodes {args.num_nodes} needs a torch.distributed script started by torchrun (e.g. "
+            "cleanrl/ppo_atari_multigpu.py); pass --launcher torchrun if yours is one"
+        )
+    env_id = next((tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "--env-id"), None)
+    env_id = env_id or next((t.split("=", 1)[1] for t in tokens if t.startswith("--env-id=")), None)
+    stem = Path(script).stem.replace(".", "-")
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{stem}-{env_id}" if env_id else stem)
+    return Job(argv=argv, name=name[:100], num_nodes=args.num_nodes, torchrun=torchrun, node=node_resources(args))
+
+
+def wandb_key(args: Args) -> Optional[str]:
+    """The W&B key from the caller's environment (never printed), or None."""
+    if args.wandb_key_env is None:
+        return None
+    value = os.environ.get(args.wandb_key_env)
+    if not value:
+        fail(f"--wandb-key-env {args.wandb_key_env}: that environment variable is not set")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What a node runs. One generator for every provider: only the variables naming the node differ.
+
+
+@dataclass(frozen=True)
+class NodeVars:
+    """Shell expressions (used inside double quotes) for a node's place in a multi-node job, and the lines that define them."""
+
+    num_nodes: str
+    node_rank: str
+    main_addr: str
+    this_addr: str
+    port: str
+    rdzv_id: str
+    setup: tuple[str, ...]
+
+
+def aws_node_vars(port: int) -> NodeVars:
+    """The variables AWS Batch sets on every node of a multi-node parallel job (the local provider sets them too)."""
+    return NodeVars(
+        num_nodes="$AWS_BATCH_JOB_NUM_NODES",
+        node_rank="$AWS_BATCH_JOB_NODE_INDEX",
+        main_addr="$MAIN_ADDR",
+        this_addr="$THIS_ADDR",
+        port=str(port),
+        rdzv_id="${AWS_BATCH_JOB_ID%%#*}",  # a node's job id is `<job id>#<node index>`
+        setup=(
+            'THIS_ADDR=$(hostname -i 2>/dev/null | cut -d" " -f1)',
+            "THIS_ADDR=${THIS_ADDR:-127.0.0.1}",
+            "# AWS Batch gives the main node address to the child nodes only: without it, this is the main node",
+            "MAIN_ADDR=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$THIS_ADDR}",
+        ),
+    )
+
+
+SLURM_NODE_ADDR = 'scontrol show node "{node}" -o | grep -o "NodeAddr=[^ ]*" | cut -d= -f2'
+
+
+def slurm_node_vars() -> NodeVars:
+    """Slurm's view of a node in an `srun` step; MAIN_ADDR and RDZV_PORT come from the batch script."""
+    return NodeVars(
+        num_nodes="$SLURM_NNODES",
+        node_rank="$SLURM_NODEID",
+        main_addr="$MAIN_ADDR",
+        this_addr="$THIS_ADDR",
+        port="$RDZV_PORT",
+        rdzv_id="$SLURM_JOB_ID",
+        setup=("THIS_ADDR=$(" + SLURM_NODE_ADDR.format(node="$SLURMD_NODENAME") + ")",),
+    )
+
+
+def node_command(job: Job, seed: str, python: str, launcher: str, nv: NodeVars) -> str:
+    """The shell script one node runs for one run. `seed` is a shell word (a number or "$SEED")."""
+    run = " ".join(shlex.quote(a) for a in job.argv) + f" --seed {seed}"
+    if job.num_nodes == 1:
+        if job.torchrun and job.node.nproc > 1:
+            return f"exec {launcher} --standalone --nnodes=1 --nproc-per-node={job.node.nproc} {run}"
+        return f"exec {shlex.quote(python)} {run}"
+    torchrun = (
+        f'exec {launcher} --nnodes="{nv.num_nodes}" --node-rank="{nv.node_rank}" --nproc-per-node={job.node.nproc} '
+        f'--rdzv-backend=c10d --rdzv-endpoint="{nv.main_addr}:{nv.port}" --rdzv-id="{nv.rdzv_id}" '
+        f'--local-addr="{nv.this_addr}" {run}'
+    )
+    return "\n".join(["set -eu", *nv.setup, torchrun])
+
+
+def seeds(args: Args) -> range:
+    return range(args.start_seed, args.start_seed + args.num_seeds)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AWS Batch
+
+
+def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, dict]]:
+    """The RegisterJobDefinition request and one SubmitJob request per seed, as botocore operation name + params."""
+    resources = [
+        {"type": "VCPU", "value": str(job.node.vcpus)},
+        {"type": "MEMORY", "value": str(job.node.memory_mib)},
+    ]
+    if job.node.gpus:
+        resources.append({"type": "GPU", "value": str(job.node.gpus)})
+    container: dict = {"image": args.docker_image, "resourceRequirements": resources}
+    if args.wandb_secret_arn:
+        container["secrets"] = [{"name": WANDB_ENV, "valueFrom": args.wandb_secret_arn}]
+        container["executionRoleArn"] = args.execution_role_arn
+    definition: dict = {
+        "jobDefinitionName": args.job_definition,
+        "retryStrategy": {"attempts": 1 + args.num_retries},
+        "timeout": {"attemptDurationSeconds": args.timeout_seconds},
+        "platformCapabilities": ["EC2"],
+    }
+    if job.num_nodes > 1:
+        container["instanceType"] = args.instance_type
+        definition["type"] = "multinode"
+        definition["nodeProperties"] = {
+            "numNodes": job.num_nodes,
+            "mainNode": 0,
+            "nodeRangeProperties": [{"targetNodes": "0:", "container": container}],
+        }
+    else:
+        definition["type"] = "container"
+        definition["containerProperties"] = container
+    requests = [("RegisterJobDefinition", definition)]
+    for seed in seeds(args):
+        overrides: dict = {
+            "command": ["bash", "-c", node_command(job, str(seed), "python", "torchrun", aws_node_vars(args.rdzv_port))]
+        }
+        if key is not None:
+            overrides["environment"] = [{"name": WANDB_ENV, "value": key}]
+        submit: dict = {
+            "jobName": f"{job.name}-seed{seed}",
+            "jobQueue": args.job_queue,
+            "jobDefinition": args.job_definition,
+        }
+        if job.num_nodes > 1:
+            submit["nodeOverrides"] = {"nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": overrides}]}
+        else:
+            submit["containerOverrides"] = overrides
+        requests.append(("SubmitJob", submit))
+    return requests
+
+
+def masked(value, key: Optional[str]):
+    """A copy of a request with the secret replaced, for printing."""
+    if isinstance(value, dict):
+        return {k: masked(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v, key) for v in value]
+    return MASK if key is not None and value == key else value
+
+
+def submit_aws(args: Args, job: Job) -> None:
+    if args.wandb_secret_arn and not args.execution_role_arn:
+        fail("--wandb-secret-arn needs --execution-role-arn (the role AWS Batch uses to read the secret)")
+    if not 0 <= args.num_retries <= 9:
+        fail(f"--num-retries must be between 0 and 9 (AWS Batch allows 10 attempts), got {args.num_retries}")
+    if args.timeout_seconds < 60:
+        fail(f"--timeout-seconds must be at least 60 on AWS Batch, got {args.timeout_seconds}")
+    key = wandb_key(args)
+    requests = aws_requests(args, job, key)
+    if args.dry_run:
+        print(json.dumps([{"operation": op, "params": masked(p, key)} for op, p in requests], indent=2))
+        return
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        fail("--provider aws needs boto3: pip install boto3 (or the project's `cloud` extra)")
+    try:
+        session = boto3.session.Session(region_name=args.region)
+        missing = []
+        if session.get_credentials() is None:
+            missing.append("AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run `aws configure`)")
+        if not session.region_name:
+            missing.append("an AWS region (pass --region or set AWS_DEFAULT_REGION)")
+        if missing:
+            fail(f"nothing was submitted: missing {' and '.join(missing)}")
+        client = session.client("batch")
+        (_, definition), submits = requests[0], requests[1:]
+        registered = client.register_job_definition(**definition)
+        print(f"registered job definition {registered['jobDefinitionArn']}")
+        for _, submit in submits:
+            submit["jobDefinition"] = registered["jobDefinitionArn"]
+            response = client.submit_job(**submit)
+            print(f"submitted {response['jobName']}: job id {response['jobId']}")
+    except (BotoCoreError, ClientError) as exc:
+        fail(f"AWS Batch: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Local: N simulated nodes on loopback
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def local_nodes(args: Args, job: Job, seed: int, key: Optional[str]) -> list[tuple[list[str], dict[str, str]]]:
+    """The command and the AWS Batch environment of each simulated node of one run."""
+    launcher = f"{shlex.quote(sys.executable)} -m torch.distributed.run"
+    script = node_command(job, str(seed), sys.executable, launcher, aws_node_vars(free_port()))
+    job_id = f"local-{os.getpid()}-seed{seed}"
+    nodes = []
+    for index in range(job.num_nodes):
+        env = {
+            "AWS_BATCH_JOB_ID": f"{job_id}#{index}",
+            "AWS_BATCH_JOB_NUM_NODES": str(job.num_nodes),
+            "AWS_BATCH_JOB_NODE_INDEX": str(index),
+            "AWS_BATCH_JOB_MAIN_NODE_INDEX": "0",
+        }
+        if index > 0:
+            env["AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS"] = "127.0.0.1"
+        if key is not None:
+            env[WANDB_ENV] = key
+        nodes.append((["bash", "-c", script], env))
+    return nodes
+
+
+def _forward(stream: IO[str], prefix: str) -> None:
+    for line in stream:
+        sys.stdout.write(prefix + line)
+        sys.stdout.flush()
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the process group of every node still running, SIGKILL after a grace period."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _die_with_parent() -> None:
+    """In a node's process (before exec): get SIGTERM when submit_exp.py dies, even by SIGKILL (Linux only)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def run_nodes(nodes: list[tuple[list[str], dict[str, str]]], label: str) -> list[int]:
+    """Start every node, wait for all; once one fails the others are stopped. Returns the exit codes."""
+    procs, threads = [], []
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated submit_exp.py stops its nodes too
+    try:
+        for index, (cmd, env) in enumerate(nodes):
+            proc = subprocess.Popen(
+                cmd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )
+            procs.append(proc)
+            thread = threading.Thread(target=_forward, args=(proc.stdout, f"[{label} node {index}] "), daemon=True)
+            thread.start()
+            threads.append(thread)
+        while True:
+            codes = [p.poll() for p in procs]
+            if all(c is not None for c in codes) or any(c not in (None, 0) for c in codes):
+                break
+            time.sleep(0.2)
+    finally:
+        _stop(procs)
+        for thread in threads:
+            thread.join(timeout=5)
+    return [p.returncode for p in procs]
+
+
+def run_local(args: Args, job: Job) -> None:
+    key = wandb_key(args)
+    failed = []
+    for seed in seeds(args):
+        nodes = local_nodes(args, job, seed, key)
+        if args.dry_run:
+            for index, (cmd, env) in enumerate(nodes):
+                shown = " ".join(f"{k}={shlex.quote(str(masked(v, key)))}" for k, v in env.items())
+                print(f"# seed {seed} node {index}\n{shown} {shlex.join(cmd)}")
+            continue
+        codes = run_nodes(nodes, f"seed {seed}")
+        print(f"seed {seed}: node exit codes {codes}")
+        if any(codes):
+            failed.append(f"seed {seed} (node exit codes {codes})")
+    if failed:
+        fail(f"{len(failed)} of {args.num_seeds} run(s) failed: {', '.join(failed)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Slurm
+
+
+def slurm_script(args: Args, job: Job, log_dir: Path) -> str:
+    launcher = f"{shlex.quote(args.python)} -m torch.distributed.run"
+    per_node = node_command(job, '"$SEED"', args.python, launcher, slurm_node_vars())
+    sbatch = {
+        "job-name": job.name,
+        "partition": args.partition,
+        "array": f"0-{args.num_seeds - 1}",
+        "nodes": job.num_nodes,
+        "ntasks-per-node": 1,
+        "cpus-per-task": job.node.vcpus,
+        "mem": f"{job.node.memory_mib}M",
+        "gpus-per-node": job.node.gpus or None,
+        "time": max(1, args.timeout_seconds // 60),
+        "output": f"{log_dir}/%x_%A_%a.out",
+    }
+    lines = [
+        "#!/bin/bash",
+        f"# Written by cleanrl_utils/submit_exp.py. One array task per seed ({args.start_seed}.."
+        f"{args.start_seed + args.num_seeds - 1}), each a {job.num_nodes}-node job",
+        (f"# ({job.node.nproc} torchrun process(es) per node, c10d rendezvous on the first node) running:"
+         if job.torchrun else "# running:"),
+        f"#   {args.command} --seed SEED",
+        *(f"#SBATCH --{k}={v}" for k, v in sbatch.items() if v is not None),
+        "set -euo pipefail",
+        f"cd {shlex.quote(os.getcwd())}",
+        f"export SEED=$(({args.start_seed} + SLURM_ARRAY_TASK_ID))",
+        'MAIN_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "export MAIN_ADDR=$(" + SLURM_NODE_ADDR.format(node="$MAIN_NODE") + ")",
+        "export RDZV_PORT=$((20000 + SLURM_JOB_ID % 20000))",
+    ]
+    if args.wandb_key_env:
+        lines.append(f'export {WANDB_ENV}="${{{args.wandb_key_env}:?not set when the job was submitted}}"')
+    lines += [
+        'echo "seed $SEED: $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, rendezvous $MAIN_ADDR:$RDZV_PORT"',
+        f"srun --nodes={job.num_nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(per_node)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def submit_slurm(args: Args, job: Job) -> None:
+    if args.wandb_key_env:
+        wandb_key(args)  # fail now rather than in the job
+    path = Path(args.slurm_script_path or f"slurm/{job.name}.sbatch").resolve()
+    script = slurm_script(args, job, path.parent / "logs")
+    if args.dry_run:
+        print(script, end="")
+        return
+    try:
+        (path.parent / "logs").mkdir(parents=True, exist_ok=True)
+        path.write_text(script)
+    except OSError as exc:
+        fail(f"cannot write the sbatch script {str(path)!r} ({exc.strerror}); pass a writable --slurm-script-path")
+    print(f"wrote {path} (logs: {path.parent / 'logs'})")
+    if not args.submit:
+        return
+    cmd = ["sbatch", *(["--wait"] if args.wait else []), str(path)]
+    try:
+        code = subprocess.run(cmd).returncode
+    except FileNotFoundError:
+        fail("sbatch not found: run on a Slurm login node (or drop --submit and submit the script yourself)")
+    if code != 0:
+        print(f"error: `{shlex.join(cmd)}` exited with {code}; see the logs in {path.parent / 'logs'}", file=sys.stderr)
+        raise SystemExit(code)
+
+
+def main(args: Args) -> None:
+    job = parse_job(args)
+    {"aws": submit_aws, "local": run_local, "slurm": submit_slurm}[args.provider](args, job)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))

@@ -1,0 +1,284 @@
+"""cleanrl_utils/submit_exp.py: AWS Batch requests (validated against botocore's Batch model, offline, and sent to a
+fake Batch endpoint), the missing-credentials path, secrets, local simulated nodes and a real two-node Slurm job."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import botocore.session
+import botocore.validate
+import pytest
+
+from helpers import REPO_ROOT
+
+SUBMIT = "cleanrl_utils/submit_exp.py"
+USER_COMMAND = "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4"
+STANDIN = str(REPO_ROOT / "tests" / "dist_standin.py")
+SECRET = "wandb-test-secret-7f3a9c1e"
+BATCH = botocore.session.get_session().get_service_model("batch")
+
+
+def assert_valid_batch_request(operation: str, params: dict) -> None:
+    report = botocore.validate.ParamValidator().validate(params, BATCH.operation_model(operation).input_shape)
+    assert not report.has_errors(), f"{operation} request is invalid for AWS Batch:\n{report.generate_report()}"
+
+
+def aws_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """An environment without any AWS configuration (empty config files, no instance metadata) plus `extra`."""
+    for name in ("aws_config", "aws_credentials"):
+        (tmp_path / name).write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_CONFIG_FILE=str(tmp_path / "aws_config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "aws_credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+        **extra,
+    )
+    return env
+
+
+def run_submit(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120):
+    """Run submit_exp.py as users do (a file path, not -m) with exactly the environment `env` (default: ours)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = str(REPO_ROOT)  # the training scripts import cleanrl_utils
+    cmd = [sys.executable, str(REPO_ROOT / SUBMIT), *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(res) -> str:
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), (res.returncode, res.stderr)
+    return lines[0]
+
+
+def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
+    res = run_submit(
+        ["--command", USER_COMMAND, "--num-seeds", "3", "--num-nodes", "4", "--instance-type", "c5.12xlarge", "--dry-run"],
+        tmp_path,
+        aws_env(tmp_path),  # a dry run needs no credentials
+    )
+    assert res.returncode == 0, res.stderr
+    requests = json.loads(res.stdout)
+    assert [r["operation"] for r in requests] == ["RegisterJobDefinition"] + ["SubmitJob"] * 3
+    for r in requests:
+        assert_valid_batch_request(r["operation"], r["params"])
+
+    definition = requests[0]["params"]
+    assert definition["type"] == "multinode"
+    nodes = definition["nodeProperties"]
+    assert (nodes["numNodes"], nodes["mainNode"]) == (4, 0)
+    container = nodes["nodeRangeProperties"][0]["container"]
+    assert container["instanceType"] == "c5.12xlarge"
+    resources = {r["type"]: r["value"] for r in container["resourceRequirements"]}
+    assert resources["VCPU"] == "48" and "GPU" not in resources and 80_000 < int(resources["MEMORY"]) < 96 * 1024
+
+    for seed, r in zip((1, 2, 3), requests[1:]):
+        submit = r["params"]
+        assert submit["jobDefinition"] == definition["jobDefinitionName"]
+        (override,) = submit["nodeOverrides"]["nodePropertyOverrides"]
+        assert override["targetNodes"] == "0:"
+        bash, flag, script = override["containerOverrides"]["command"]
+        assert (bash, flag) == ("bash", "-c")
+        last = script.splitlines()[-1]
+        assert last.startswith(
+            'exec torchrun --nnodes="$AWS_BATCH_JOB_NUM_NODES" --node-rank="$AWS_BATCH_JOB_NODE_INDEX" '
+            "--nproc-per-node=1 --rdzv-backend=c10d"  # c5 has no GPU: one process per node
+        ), last
+        assert '--rdzv-endpoint="$MAIN_ADDR:29500"' in last
+        assert last.endswith(f"cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --seed {seed}")
+        # the main node has no MAIN_NODE_PRIVATE_IPV4_ADDRESS and falls back to its own address
+        assert "MAIN_ADDR=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$THIS_ADDR}" in script
+
+    # the validation catches wrong names and types (so the checks above mean something)
+    broken = copy.deepcopy(definition)
+    broken["nodeProperties"]["nodeCount"] = broken["nodeProperties"].pop("numNodes")
+    with pytest.raises(AssertionError, match="nodeCount"):
+        assert_valid_batch_request("RegisterJobDefinition", broken)
+    broken = copy.deepcopy(requests[1]["params"])
+    broken["nodeOverrides"]["nodePropertyOverrides"][0]["containerOverrides"]["command"] = "python x.py"
+    with pytest.raises(AssertionError, match="command"):
+        assert_valid_batch_request("SubmitJob", broken)
+
+
+def test_single_node_gpu_job_with_secret_arn_is_valid(tmp_path):
+    res = run_submit(
+        ["--command", USER_COMMAND, "--instance-type", "p4d.24xlarge", "--num-retries", "2", "--dry-run",
+         "--wandb-secret-arn", "arn:aws:secretsmanager:us-east-1:123456789012:secret:wandb-AbCdEf",
+         "--execution-role-arn", "arn:aws:iam::123456789012:role/batch-exec"],
+        tmp_path,
+        aws_env(tmp_path),
+    )
+    assert res.returncode == 0, res.stderr
+    requests = json.loads(res.stdout)
+    for r in requests:
+        assert_valid_batch_request(r["operation"], r["params"])
+    definition, submit = requests[0]["params"], requests[1]["params"]
+    assert definition["type"] == "container" and definition["retryStrategy"] == {"attempts": 3}
+    container = definition["containerProperties"]
+    assert {r["type"]: r["value"] for r in container["resourceRequirements"]}["GPU"] == "8"
+    assert container["secrets"] == [{"name": "WANDB_API_KEY", "valueFrom": "arn:aws:secretsmanager:us-east-1:123456789012:secret:wandb-AbCdEf"}]
+    script = submit["containerOverrides"]["command"][2]
+    assert script.startswith("exec torchrun --standalone --nnodes=1 --nproc-per-node=8 cleanrl/ppo_atari_multigpu.py")
+
+
+class FakeBatch:
+    """An HTTP server answering AWS Batch's RegisterJobDefinition and SubmitJob, recording every request."""
+
+    ARN = "arn:aws:batch:us-east-1:123456789012:job-definition/cleanrl:7"
+
+    def __init__(self):
+        self.received: list[tuple[str, dict]] = []
+        operations = {BATCH.operation_model(op).http["requestUri"]: op for op in ("RegisterJobDefinition", "SubmitJob")}
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                op = operations.get(self.path, self.path)
+                fake.received.append((op, body))
+                if op == "RegisterJobDefinition":
+                    reply = {"jobDefinitionName": body["jobDefinitionName"], "jobDefinitionArn": fake.ARN, "revision": 7}
+                else:
+                    reply = {"jobName": body["jobName"], "jobId": f"job-{len(fake.received)}", "jobArn": "arn:aws:batch:job"}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def fake_batch():
+    fake = FakeBatch()
+    yield fake
+    fake.server.shutdown()
+
+
+def test_missing_credentials_or_region_sends_nothing(tmp_path, fake_batch):
+    args = ["--command", USER_COMMAND, "--num-seeds", "2", "--num-nodes", "2", "--instance-type", "g5.12xlarge"]
+    res = run_submit(args, tmp_path, aws_env(tmp_path, AWS_ENDPOINT_URL=fake_batch.url))
+    line = one_error_line(res)
+    assert "nothing was submitted" in line and "credentials" in line and "region" in line, line
+
+    with_keys = dict(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secretexample", AWS_ENDPOINT_URL=fake_batch.url)
+    line = one_error_line(run_submit(args, tmp_path, aws_env(tmp_path, **with_keys)))
+    assert "region" in line and "credentials" not in line, line
+    assert fake_batch.received == []
+
+
+def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
+    args = ["--command", USER_COMMAND, "--num-seeds", "2", "--num-nodes", "2", "--instance-type", "g5.12xlarge",
+            "--wandb-key-env", "MY_WANDB_KEY", "--job-queue", "gpu-queue"]
+    env = aws_env(
+        tmp_path, MY_WANDB_KEY=SECRET, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secretexample",
+        AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=fake_batch.url,
+    )
+    dry = run_submit([*args, "--dry-run"], tmp_path, env)
+    assert dry.returncode == 0, dry.stderr
+    assert SECRET not in dry.stdout + dry.stderr and '"value": "***"' in dry.stdout
+    for r in json.loads(dry.stdout):
+        assert_valid_batch_request(r["operation"], r["params"])
+
+    res = run_submit(args, tmp_path, env)
+    assert res.returncode == 0, res.stderr
+    assert SECRET not in res.stdout + res.stderr
+    assert [op for op, _ in fake_batch.received] == ["RegisterJobDefinition", "SubmitJob", "SubmitJob"]
+    for op, body in fake_batch.received:
+        assert_valid_batch_request(op, body)
+    for seed, (_, body) in zip((1, 2), fake_batch.received[1:]):
+        assert body["jobDefinition"] == FakeBatch.ARN and body["jobQueue"] == "gpu-queue"
+        overrides = body["nodeOverrides"]["nodePropertyOverrides"][0]["containerOverrides"]
+        assert overrides["environment"] == [{"name": "WANDB_API_KEY", "value": SECRET}]
+        assert SECRET not in json.dumps(overrides["command"])
+        assert "--nproc-per-node=4" in overrides["command"][2] and overrides["command"][2].endswith(f"--seed {seed}")
+        assert f"job-{seed + 1}" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--command", "cleanrl/ppo_atari_multigpu.py"], "must be `python SCRIPT"),
+        (["--command", "python cleanrl/ppo_atari.py", "--num-nodes", "2"], "torch.distributed script"),
+        (["--command", "python cleanrl/ppo.py --seed 3"], "must not set --seed"),
+        (["--command", USER_COMMAND, "--instance-type", "x9.huge"], "unknown --instance-type 'x9.huge'"),
+        (["--command", USER_COMMAND, "--wandb-key-env", "NOT_SET_ANYWHERE_123"], "NOT_SET_ANYWHERE_123"),
+    ],
+)
+def test_bad_input_gives_one_line_error(tmp_path, args, message):
+    assert message in one_error_line(run_submit([*args, "--dry-run"], tmp_path))
+
+
+def read_results(out_dir: Path) -> dict[tuple[int, int], dict]:
+    results = [json.loads(p.read_text()) for p in sorted(out_dir.glob("*.json"))]
+    return {(r["seed"], r["rank"]): r for r in results}
+
+
+def test_local_provider_runs_two_simulated_nodes(tmp_path):
+    out = tmp_path / "out"
+    res = run_submit(
+        ["--provider", "local", "--num-nodes", "2", "--launcher", "torchrun", "--command", f"python {STANDIN} --out-dir {out}"],
+        tmp_path,
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    results = read_results(out)
+    assert set(results) == {(1, 0), (1, 1)}, res.stdout[-3000:]
+    for r in results.values():
+        assert (r["world_size"], r["sum"]) == (2, 1.0)  # both nodes joined one process group
+    assert {r["node"] for r in results.values()} == {"0", "1"}
+
+
+def test_local_provider_fails_and_stops_the_other_node(tmp_path):
+    # rank 1 dies before joining; rank 0 would wait in init_process_group for many minutes if not stopped
+    start = time.monotonic()
+    res = run_submit(
+        ["--provider", "local", "--num-nodes", "2", "--launcher", "torchrun",
+         "--command", f"python {STANDIN} --out-dir {tmp_path / 'out'} --fail-rank 1"],
+        tmp_path,
+        timeout=240,
+    )
+    assert "seed 1" in one_error_line(res)
+    assert time.monotonic() - start < 150
+    assert not list((tmp_path / "out").glob("*.json"))  # nobody got past the process group
+
+
+def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
+    out, script = tmp_path / "out", tmp_path / "job.sbatch"
+    res = run_submit(
+        ["--provider", "slurm", "--num-nodes", "2", "--num-seeds", "2", "--start-seed", "5", "--launcher", "torchrun",
+         "--vcpus", "1", "--memory", "500", "--gpus", "0", "--slurm-script-path", str(script), "--submit", "--wait",
+         "--command", f"python {STANDIN} --out-dir {out}"],
+        tmp_path,
+        slurm_cluster.env,
+        timeout=300,
+    )
+    logs = "\n".join(p.read_text() for p in (tmp_path / "logs").glob("*.out")) if (tmp_path / "logs").exists() else ""
+    assert res.returncode == 0, res.stdout + res.stderr + logs + slurm_cluster.logs()
+    text = script.read_text()
+    for line in ("#SBATCH --nodes=2", "#SBATCH --array=0-1", "#SBATCH --cpus-per-task=1", "#SBATCH --mem=500M",
+                 "export SEED=$((5 + SLURM_ARRAY_TASK_ID))"):
+        assert line in text.splitlines(), line
+    assert "#SBATCH --gpus-per-node" not in text
+    assert f'{sys.executable} -m torch.distributed.run --nnodes="$SLURM_NNODES" --node-rank="$SLURM_NODEID"' in text
+    results = read_results(out)
+    assert set(results) == {(5, 0), (5, 1), (6, 0), (6, 1)}, logs
+    for r in results.values():
+        assert (r["world_size"], r["sum"]) == (2, 1.0)
+    for seed in (5, 6):  # each run spans both Slurm nodes
+        assert {results[(seed, rank)]["node"] for rank in (0, 1)} == {"0", "1"}
