@@ -143,26 +143,31 @@ def make_atari_env(
     clip_reward: bool = True,
     render_mode: str | None = None,
     max_episode_frames: int = 108_000,
+    video_folder: str | None = None,
 ) -> gym.Env:
     """Create one preprocessed Atari env. ``gym.register_envs(ale_py)`` is called here.
 
     ``frameskip=1`` is forced on the emulator because the frame skip (with max-pool) is done by the wrapper;
     ``max_episode_frames`` (108,000 frames = 30 minutes of play) is the usual cap, the same as ale-py's native
-    vector env, so that every backend truncates at the same point.
+    vector env, so that every backend truncates at the same point. With ``video_folder``, whole games (not
+    single lives) are recorded there by ``gymnasium.wrappers.RecordVideo`` (needs moviepy).
     """
     import ale_py
 
     gym.register_envs(ale_py)
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr for every emulator
     env = gym.make(
         env_id,
         frameskip=1,
         max_num_frames_per_episode=max_episode_frames,
-        render_mode=render_mode,
+        render_mode="rgb_array" if video_folder else render_mode,
     )
     env = gym.wrappers.AtariPreprocessing(
         env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
     )
     env = gym.wrappers.RecordEpisodeStatistics(env)
+    if video_folder:  # below EpisodicLifeEnv, so that a video is a whole game
+        env = gym.wrappers.RecordVideo(env, video_folder, disable_logger=True)
     if episodic_life:
         env = EpisodicLifeEnv(env)
     if needs_fire_reset(env):
