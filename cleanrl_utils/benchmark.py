@@ -1,0 +1,418 @@
+"""Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array.
+
+Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``.
+
+    # print the commands
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
+    # run them 4 at a time, one log file per run under benchmark_logs/
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
+    # render a job-array sbatch script (and submit it with sbatch because --workers > 0)
+    python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
+        --slurm-template-path benchmark/slurm_gpu.template --workers 1
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import tyro
+
+from cleanrl_utils.checks import fail
+
+# How long a run gets between SIGTERM and SIGKILL when the runner is interrupted.
+TERMINATE_GRACE_S = 10.0
+# How many lines of a failed run's log the runner prints.
+LOG_TAIL_LINES = 15
+POLL_S = 0.1
+
+
+@dataclass
+class Args:
+    env_ids: list[str] = field(default_factory=list)
+    """the environment ids to run, e.g. `--env-ids CartPole-v1 Acrobot-v1`"""
+    command: str = ""
+    """the command of one run, without `--env-id` and `--seed` (the runner appends them)"""
+    num_seeds: int = 3
+    """the number of seeds per environment"""
+    start_seed: int = 1
+    """the first seed; the seeds are start_seed, start_seed+1, ..."""
+    workers: int = 0
+    """runs at a time; 0 only prints the commands (or, with a Slurm template, only writes the sbatch script)"""
+    log_dir: str = "benchmark_logs"
+    """where each run's output (stdout and stderr) goes, one file per run; also where the sbatch script goes"""
+    slurm_template_path: str | None = None
+    """an sbatch template (e.g. `benchmark/slurm_gpu.template`): run the grid as a Slurm job array instead"""
+    slurm_gpus_per_task: int = 1
+    """GPUs per array task (per node for the multi-node template); 0 requests none"""
+    slurm_cpus_per_task: int | None = None
+    """CPUs per array task (per node for the multi-node template); unset leaves Slurm's default"""
+    slurm_nodes: int | None = None
+    """nodes per array task (the multi-node template needs it); unset leaves the line out"""
+    slurm_ntasks: int = 1
+    """Slurm tasks per array task for the one-GPU template (each runs the command); the multi-node template
+    starts one torchrun per node instead"""
+    slurm_partition: str | None = None
+    """the Slurm partition; unset uses the cluster's default partition"""
+    slurm_job_name: str | None = None
+    """the Slurm job name; default: the script's name, e.g. `ppo`"""
+    slurm_script_path: str | None = None
+    """where the rendered sbatch script is written; default `{log_dir}/{job_name}_{time}.sbatch`"""
+    slurm_wait: bool = False
+    """submit with `sbatch --wait`: block until every array task ends and exit with the highest task exit code"""
+
+
+@dataclass
+class Run:
+    """One cell of the grid."""
+
+    env_id: str
+    seed: int
+    command: str
+    log_path: str
+    process: subprocess.Popen | None = None
+    log_file: TextIO | None = None
+    started: float = 0.0
+    duration: float = 0.0
+    returncode: int | None = None
+    stopped: bool = False  # stopped by the runner on Ctrl-C / SIGTERM
+
+    @property
+    def name(self) -> str:
+        return f"{self.env_id} seed {self.seed}"
+
+
+def script_name(command: str) -> str:
+    """The name of the program a command runs, e.g. `ppo` for `python cleanrl/ppo.py --x 1`."""
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        tokens = command.split()
+    for token in tokens:
+        if token.endswith(".py"):
+            return os.path.splitext(os.path.basename(token))[0]
+    # `python -m package.module` runs the module; otherwise name the first non-assignment word
+    if "-m" in tokens[:-1]:
+        return tokens[tokens.index("-m") + 1].rsplit(".", 1)[-1]
+    words = [t for t in tokens if "=" not in t]
+    return os.path.basename(words[0]) if words else "run"
+
+
+def grid(args: Args) -> list[tuple[str, int]]:
+    """The (env id, seed) pairs in the order the runner and the Slurm array index use: env-major."""
+    seeds = range(args.start_seed, args.start_seed + args.num_seeds)
+    return [(env_id, seed) for env_id in args.env_ids for seed in seeds]
+
+
+def run_command(command: str, env_id: str, seed: int) -> str:
+    return f"{command} --env-id {shlex.quote(env_id)} --seed {seed}"
+
+
+def check_args(args: Args) -> None:
+    if not args.env_ids:
+        fail("no environment ids: pass at least one, e.g. --env-ids CartPole-v1 Acrobot-v1")
+    if not args.command.strip():
+        fail('no command: pass the run to repeat, e.g. --command "python cleanrl/ppo.py"')
+    if args.num_seeds <= 0:
+        fail(f"--num-seeds must be positive, got {args.num_seeds}")
+    if args.workers < 0:
+        fail(f"--workers must be 0 (print the commands) or positive, got {args.workers}")
+    if len(set(args.env_ids)) != len(args.env_ids):
+        fail(f"--env-ids lists an environment twice: {' '.join(args.env_ids)}")
+    if args.slurm_template_path is not None:
+        if not os.path.isfile(args.slurm_template_path):
+            fail(f"Slurm template {args.slurm_template_path!r} not found (the shipped ones are in benchmark/)")
+        if args.slurm_gpus_per_task < 0:
+            fail(f"--slurm-gpus-per-task must be 0 or positive, got {args.slurm_gpus_per_task}")
+        for flag, value in (
+            ("--slurm-cpus-per-task", args.slurm_cpus_per_task),
+            ("--slurm-nodes", args.slurm_nodes),
+            ("--slurm-ntasks", args.slurm_ntasks),
+        ):
+            if value is not None and value <= 0:
+                fail(f"{flag} must be positive, got {value}")
+
+
+def make_dir(path: str, what: str) -> None:
+    """Create an output folder or stop with a one-line error naming the flag it came from."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        fail(f"cannot create {what} {path!r} ({reason})")
+
+
+# ---------------------------------------------------------------------------------------------- Slurm job array
+
+
+def torchrun_args(command: str) -> str:
+    """What follows `torchrun [options]` to run the command: the script and its flags for a Python command,
+    else `--no-python` and the command."""
+    tokens = shlex.split(command)
+    if tokens and re.fullmatch(r"python[0-9.]*", os.path.basename(tokens[0])):
+        return shlex.join(tokens[1:])
+    return "--no-python " + command
+
+
+def render_slurm(template: str, args: Args, job_name: str) -> str:
+    """Fill the `{{name}}` placeholders of an sbatch template.
+
+    A line whose placeholder has no value (nodes, cpus per task or partition unset; 0 GPUs) is left out,
+    so one template serves clusters with and without these settings. An unknown placeholder is an error.
+    """
+    cells = grid(args)
+    seeds = list(range(args.start_seed, args.start_seed + args.num_seeds))
+    values: dict[str, str | None] = {
+        "job_name": job_name,
+        "array": f"0-{len(cells) - 1}",
+        "env_ids": " ".join(shlex.quote(e) for e in args.env_ids),
+        "seeds": " ".join(str(s) for s in seeds),
+        "num_seeds": str(args.num_seeds),
+        "command": args.command,
+        "torchrun_args": torchrun_args(args.command),
+        "log_dir": os.path.abspath(args.log_dir),
+        "gpus_per_task": str(args.slurm_gpus_per_task) if args.slurm_gpus_per_task > 0 else None,
+        "cpus_per_task": None if args.slurm_cpus_per_task is None else str(args.slurm_cpus_per_task),
+        "nodes": None if args.slurm_nodes is None else str(args.slurm_nodes),
+        "ntasks": str(args.slurm_ntasks),
+        "nproc_per_node": str(max(args.slurm_gpus_per_task, 1)),
+        "partition": args.slurm_partition,
+    }
+    lines = []
+    for line in template.splitlines():
+        names = re.findall(r"{{\s*(\w+)\s*}}", line)
+        unknown = [n for n in names if n not in values]
+        if unknown:
+            fail(f"Slurm template uses unknown placeholder {{{{{unknown[0]}}}}}; known: {', '.join(values)}")
+        if any(values[n] is None for n in names):
+            continue
+        lines.append(re.sub(r"{{\s*(\w+)\s*}}", lambda m: values[m.group(1)], line))
+    return "\n".join(lines) + "\n"
+
+
+def run_slurm(args: Args) -> int:
+    job_name = args.slurm_job_name or script_name(args.command)
+    with open(args.slurm_template_path) as f:
+        script = render_slurm(f.read(), args, job_name)
+    make_dir(args.log_dir, "--log-dir")
+    path = args.slurm_script_path or os.path.join(args.log_dir, f"{job_name}_{int(time.time())}.sbatch")
+    try:
+        with open(path, "w") as f:
+            f.write(script)
+    except OSError as exc:
+        fail(f"cannot write the sbatch script {path!r} ({exc.strerror})")
+    n = len(grid(args))
+    print(f"wrote {path}: a job array of {n} tasks ({len(args.env_ids)} envs x {args.num_seeds} seeds)")
+    sbatch = ["sbatch", *(["--wait"] if args.slurm_wait else []), path]
+    if args.workers == 0:
+        print(f"submit it with: {shlex.join(sbatch)}")
+        return 0
+    if shutil.which("sbatch") is None:
+        fail(f"sbatch not found on PATH; run this on a Slurm login node or submit {path} there")
+    print(f"$ {shlex.join(sbatch)}", flush=True)
+    returncode = subprocess.run(sbatch).returncode
+    if returncode != 0:
+        print(f"sbatch exited with {returncode}; task logs are in {args.log_dir}/", file=sys.stderr)
+    return returncode
+
+
+# ---------------------------------------------------------------------------------------------- local runner
+
+
+class Progress:
+    """Runs done/running/failed: a tqdm bar on a terminal, else one plain line per change."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="run", dynamic_ncols=True)
+
+    def update(self, done: int, running: int, failed: int, event: str) -> None:
+        status = f"{done}/{self.total} done, {running} running, {failed} failed"
+        if self.bar is None:
+            print(f"[{status}] {event}", file=sys.stderr, flush=True)
+            return
+        self.bar.n = done
+        self.bar.set_postfix_str(f"{running} running, {failed} failed")
+        self.bar.write(event, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_env(workers: int) -> dict[str, str]:
+    """The runs' environment: unbuffered Python output (live logs), and unless the caller set OMP_NUM_THREADS,
+    the CPUs shared out between the parallel runs so N runs do not each start a thread per core."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    return env
+
+
+def start(run: Run, env: dict[str, str]) -> None:
+    run.log_file = open(run.log_path, "w")
+    run.log_file.write(f"$ {run.command}\n")
+    run.log_file.flush()
+    run.started = time.monotonic()
+    run.process = subprocess.Popen(
+        run.command,
+        shell=True,
+        stdin=subprocess.DEVNULL,
+        stdout=run.log_file,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so the runner can stop it and everything it started
+        env=env,
+    )
+
+
+def finish(run: Run, returncode: int) -> None:
+    run.returncode = returncode
+    run.duration = time.monotonic() - run.started
+    run.log_file.close()
+
+
+def terminate(running: list[Run]) -> None:
+    """SIGTERM each run's process group, give them a grace period, then SIGKILL what is left."""
+    for run in running:
+        try:
+            os.killpg(run.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    for run in running:
+        try:
+            returncode = run.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(run.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            returncode = run.process.wait()
+        finish(run, returncode)
+        run.stopped = True
+
+
+def log_tail(path: str, lines: int = LOG_TAIL_LINES) -> list[str]:
+    with open(path, errors="replace") as f:
+        return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+
+
+def exit_code_text(run: Run) -> str:
+    if run.process is None:
+        return "not started"
+    if run.returncode < 0:
+        text = f"{run.returncode} ({signal.Signals(-run.returncode).name})"
+    else:
+        text = str(run.returncode)
+    return text + (" stopped" if run.stopped else "")
+
+
+def print_summary(runs: list[Run]) -> None:
+    header = ("run", "exit code", "duration", "log")
+    rows = [
+        (r.name, exit_code_text(r), "" if r.process is None else f"{r.duration:.1f}s",
+         "" if r.process is None else r.log_path)
+        for r in runs
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for i, row in enumerate([header, *rows]):
+        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+def run_local(args: Args) -> int:
+    make_dir(args.log_dir, "--log-dir")
+    prefix = script_name(args.command)
+    runs = [
+        Run(env_id, seed, run_command(args.command, env_id, seed),
+            os.path.join(args.log_dir, f"{prefix}__{env_id.replace('/', '_')}__{seed}.log"))
+        for env_id, seed in grid(args)
+    ]
+    pending = deque(runs)
+    env = run_env(args.workers)
+    running: list[Run] = []
+    done = failed = 0
+    progress = Progress(len(runs))
+
+    def stop(signum, frame):  # Ctrl-C, and SIGTERM (a scheduler, `kill`), stop the grid
+        raise KeyboardInterrupt
+
+    # installed explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps that
+    previous_term = signal.signal(signal.SIGTERM, stop)
+    previous_int = signal.signal(signal.SIGINT, stop)
+    interrupted = False
+    try:
+        while pending or running:
+            while pending and len(running) < args.workers:
+                run = pending.popleft()
+                start(run, env)
+                running.append(run)
+                progress.update(done, len(running), failed, f"started {run.name}: {run.command}")
+            time.sleep(POLL_S)
+            for run in list(running):
+                returncode = run.process.poll()
+                if returncode is None:
+                    continue
+                finish(run, returncode)
+                running.remove(run)
+                done += 1
+                failed += returncode != 0
+                outcome = "finished" if returncode == 0 else f"FAILED (exit code {returncode})"
+                progress.update(done, len(running), failed, f"{outcome} {run.name} in {run.duration:.1f}s")
+    except KeyboardInterrupt:
+        interrupted = True
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abort the clean-up
+            signal.signal(signum, signal.SIG_IGN)
+        print(f"\ninterrupted: stopping {len(running)} running run(s)", file=sys.stderr, flush=True)
+        terminate(running)
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
+        progress.close()
+
+    print_summary(runs)
+    failures = [r for r in runs if r.returncode not in (None, 0) and not r.stopped]
+    for run in failures:
+        print(f"\nFAILED {run.name} (exit code {run.returncode}): {run.command}", file=sys.stderr)
+        print(f"last lines of {run.log_path}:", file=sys.stderr)
+        for line in log_tail(run.log_path):
+            print(f"    {line}", file=sys.stderr)
+    if interrupted:
+        stopped = ", ".join(r.name for r in runs if r.stopped)
+        print(f"error: interrupted; stopped {stopped or 'no running run'}", file=sys.stderr)
+        return 130
+    if failures:
+        names = ", ".join(r.name for r in failures)
+        print(f"error: {len(failures)} of {len(runs)} runs failed: {names}", file=sys.stderr)
+        return 1
+    print(f"all {len(runs)} runs succeeded; logs in {args.log_dir}/")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(Args, args=argv)
+    check_args(args)
+    if args.slurm_template_path is not None:
+        return run_slurm(args)
+    if args.workers == 0:
+        for env_id, seed in grid(args):
+            print(run_command(args.command, env_id, seed))
+        return 0
+    return run_local(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""cleanrl_utils/benchmark.py: the local grid runner, its failure and Ctrl-C paths, and the Slurm job arrays
+(rendered scripts executed with stand-in srun/scontrol, and a real job array on the throwaway Slurm cluster)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+from helpers import REPO_ROOT, assert_one_line_error, run_script
+
+BENCHMARK = "cleanrl_utils/benchmark.py"
+PPO = f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'}"
+TINY = "--total-timesteps 512 --num-envs 2 --num-steps 64 --no-progress-bar"
+
+
+def summary_rows(stdout: str) -> dict[str, list[str]]:
+    """The runner's summary table as {run: [exit code, duration, log]}."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 4 and cells[0] != "run":
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
+    command = f"{PPO} {TINY} --runs-dir runs"
+    res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "Acrobot-v1", "--num-seeds", "2", "--workers", "2",
+                      "--command", command], cwd=tmp_path, timeout=400)
+    assert res.returncode == 0, res.stderr
+
+    rows = summary_rows(res.stdout)
+    assert set(rows) == {f"{env} seed {seed}" for env in ("CartPole-v1", "Acrobot-v1") for seed in (1, 2)}
+    for env in ("CartPole-v1", "Acrobot-v1"):
+        for seed in (1, 2):
+            code, duration, log = rows[f"{env} seed {seed}"]
+            assert code == "0" and re.fullmatch(r"\d+\.\ds", duration)
+            assert log == f"benchmark_logs/ppo__{env}__{seed}.log"
+            text = (tmp_path / log).read_text()
+            # each log holds its own run's command and output, nothing of the others
+            assert text.splitlines()[0] == f"$ {command} --env-id {env} --seed {seed}"
+            assert "global_step=512" in text
+            assert [p.name for p in (tmp_path / "runs").glob(f"{env}__ppo__{seed}__*")], f"no run dir for {log}"
+    assert len(list((tmp_path / "runs").iterdir())) == 4
+
+    # progress (stderr is not a terminal: one status line per change): never more than 2 at a time
+    running = [int(n) for n in re.findall(r"\[\d+/4 done, (\d+) running, \d+ failed\]", res.stderr)]
+    assert max(running) == 2
+    assert "[4/4 done, 0 running, 0 failed]" in res.stderr
+    assert "all 4 runs succeeded" in res.stdout
+
+
+def test_failing_run_makes_runner_exit_nonzero_and_names_it(tmp_path):
+    res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "NoSuchEnv-v0", "--num-seeds", "1", "--workers", "2",
+                      "--command", f"{PPO} --total-timesteps 128 --num-envs 2 --num-steps 64 --no-progress-bar"],
+                     cwd=tmp_path, timeout=300)
+    assert res.returncode != 0
+    rows = summary_rows(res.stdout)
+    assert rows["CartPole-v1 seed 1"][0] == "0"
+    assert rows["NoSuchEnv-v0 seed 1"][0] == "1"
+    # the failure is named with its exit code and the tail of its log (where the script's own error is)
+    failure = res.stderr[res.stderr.index("FAILED NoSuchEnv-v0 seed 1 (exit code 1)"):]
+    assert "last lines of benchmark_logs/ppo__NoSuchEnv-v0__1.log" in failure
+    assert "error: unknown environment id 'NoSuchEnv-v0'" in failure
+    assert res.stderr.strip().splitlines()[-1] == "error: 1 of 2 runs failed: NoSuchEnv-v0 seed 1"
+    assert "CartPole-v1 seed 1 (exit" not in res.stderr
+
+
+def test_workers_zero_prints_the_exact_commands(tmp_path):
+    res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "ALE/Breakout-v5", "--num-seeds", "2",
+                      "--start-seed", "7", "--command", "python cleanrl/ppo.py --num-envs 4"], cwd=tmp_path, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [
+        "python cleanrl/ppo.py --num-envs 4 --env-id CartPole-v1 --seed 7",
+        "python cleanrl/ppo.py --num-envs 4 --env-id CartPole-v1 --seed 8",
+        "python cleanrl/ppo.py --num-envs 4 --env-id ALE/Breakout-v5 --seed 7",
+        "python cleanrl/ppo.py --num-envs 4 --env-id ALE/Breakout-v5 --seed 8",
+    ]
+    assert not (tmp_path / "benchmark_logs").exists()  # printing runs nothing
+
+
+def test_bad_input_gives_one_line_errors(tmp_path):
+    cases = [
+        (["--command", "python cleanrl/ppo.py"], "no environment ids"),
+        (["--env-ids", "CartPole-v1", "--command", "x", "--num-seeds", "0"], "--num-seeds must be positive"),
+        (["--env-ids", "CartPole-v1", "--command", "x", "--slurm-template-path", "nope.template"],
+         "Slurm template 'nope.template' not found"),
+        (["--env-ids", "CartPole-v1", "--command", "x", "--workers", "1", "--log-dir", "/etc/hostname/logs"],
+         "cannot create --log-dir '/etc/hostname/logs'"),
+    ]
+    for argv, message in cases:
+        assert_one_line_error(run_script([BENCHMARK, *argv], cwd=tmp_path, timeout=60), message)
+
+
+def test_ctrl_c_stops_every_run_and_exits_nonzero(tmp_path):
+    # each run records its pid and torch thread count, then sleeps far longer than the test
+    sleeper = (f"{sys.executable} -c \"import os,sys,time; open('pid_'+sys.argv[-1],'w').write("
+               f"str(os.getpid())+' '+os.environ['OMP_NUM_THREADS']); time.sleep(300)\"")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / BENCHMARK), "--env-ids", "A", "--num-seeds", "3", "--workers", "2",
+         "--command", sleeper],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    pid_files = [tmp_path / "pid_1", tmp_path / "pid_2"]
+    deadline = time.monotonic() + 60
+    while not all(p.exists() and p.read_text() for p in pid_files):
+        assert time.monotonic() < deadline and proc.poll() is None, "the runs did not start"
+        time.sleep(0.2)
+    pids = [int(p.read_text().split()[0]) for p in pid_files]
+    # the CPUs are shared out between the parallel runs
+    assert {p.read_text().split()[1] for p in pid_files} == {str(max(1, os.cpu_count() // 2))}
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+
+    assert proc.returncode == 130
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    rows = summary_rows(stdout)
+    assert rows["A seed 1"][0].endswith("stopped") and rows["A seed 2"][0].endswith("stopped")
+    assert rows["A seed 3"][0] == "not started" and not (tmp_path / "pid_3").exists()
+    assert stderr.strip().splitlines()[-1] == "error: interrupted; stopped A seed 1, A seed 2"
+
+
+# ------------------------------------------------------------------------------------------------- Slurm
+
+
+def render(tmp_path: Path, template: str, *extra: str) -> str:
+    script = tmp_path / "job.sbatch"
+    res = run_script([BENCHMARK, "--slurm-template-path", str(REPO_ROOT / "benchmark" / template),
+                      "--slurm-script-path", str(script), "--log-dir", str(tmp_path / "logs"), *extra],
+                     cwd=tmp_path, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert f"submit it with: sbatch {script}" in res.stdout  # --workers 0: written, not submitted
+    return script.read_text()
+
+
+def fake_bin(tmp_path: Path, **programs: str) -> dict[str, str]:
+    """Stand-in Slurm commands (shell snippets) on PATH, for running a rendered script outside Slurm."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in programs.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
+    grid = ["--env-ids", "CartPole-v1", "ALE/Breakout-v5", "--num-seeds", "3", "--start-seed", "5",
+            "--command", "python cleanrl/ppo_atari.py --num-envs 8"]
+    text = render(tmp_path, "slurm_gpu.template", *grid, "--slurm-cpus-per-task", "6",
+                  "--slurm-partition", "gpu")
+    sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert sbatch == [
+        "#SBATCH --job-name=ppo_atari",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --array=0-5",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --gpus-per-task=1",
+        "#SBATCH --cpus-per-task=6",
+        f"#SBATCH --output={tmp_path / 'logs'}/%x_%A_%a.log",
+    ]
+    assert "env_ids=(CartPole-v1 ALE/Breakout-v5)" in text and "seeds=(5 6 7)" in text
+
+    # every array index runs exactly the command the local runner would run for that cell
+    expected = run_script([BENCHMARK, *grid], cwd=tmp_path, timeout=60).stdout.splitlines()
+    env = fake_bin(tmp_path, srun='echo "$@"')
+    for index, command in enumerate(expected):
+        res = subprocess.run(["bash", "-c", text], env={**env, "SLURM_ARRAY_TASK_ID": str(index)},
+                             capture_output=True, text=True, timeout=30)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.splitlines()[-1] == command
+
+    # optional settings: 0 GPUs drops the GPU request, nodes appear only when asked for
+    text = render(tmp_path, "slurm_gpu.template", *grid, "--slurm-gpus-per-task", "0", "--slurm-nodes", "1")
+    assert "--gpus-per-task" not in text and "#SBATCH --nodes=1" in text and "--partition" not in text
+
+
+def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
+    text = render(tmp_path, "slurm_multinode.template", "--env-ids", "BreakoutNoFrameskip-v4", "PongNoFrameskip-v4",
+                  "--num-seeds", "2", "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16",
+                  "--slurm-nodes", "4", "--slurm-gpus-per-task", "8")
+    for line in ("#SBATCH --array=0-3", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
+                 "#SBATCH --gpus-per-node=8"):
+        assert line in text.splitlines()
+    env = fake_bin(
+        tmp_path,
+        srun='echo "$@"',
+        scontrol='case "$2" in hostnames) printf "gpu-a\\ngpu-b\\n";; '
+                 'node) echo "NodeName=$3 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=$3";; esac',
+    )
+    res = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30, env={
+        **env, "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "4",
+        "SLURM_JOB_NODELIST": "gpu-[a-d]"})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == (
+        "--kill-on-bad-exit=1 torchrun --nnodes=4 --nproc-per-node=8 --rdzv-id=1234 --rdzv-backend=c10d "
+        "--rdzv-endpoint=10.1.2.3:21234 cleanrl/ppo_atari_multigpu.py --num-envs 16 "
+        "--env-id PongNoFrameskip-v4 --seed 1"
+    )
+
+
+def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp_path):
+    submit = [BENCHMARK, "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
+              "--slurm-gpus-per-task", "0", "--slurm-cpus-per-task", "1", "--log-dir", "logs",
+              "--workers", "1", "--slurm-wait"]
+    cluster_env = {"SLURM_CONF": slurm_cluster.env["SLURM_CONF"]}
+    res = run_script([*submit, "--env-ids", "CartPole-v1", "Acrobot-v1", "--num-seeds", "2",
+                      "--command", f"{PPO} {TINY} --runs-dir {tmp_path / 'runs'}"],
+                     cwd=tmp_path, env=cluster_env, timeout=500)
+    assert res.returncode == 0, res.stdout + res.stderr + slurm_cluster.logs()
+    assert "a job array of 4 tasks (2 envs x 2 seeds)" in res.stdout
+    job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)
+    cells = [(env, seed) for env in ("CartPole-v1", "Acrobot-v1") for seed in (1, 2)]
+    for index, (env, seed) in enumerate(cells):
+        text = (tmp_path / "logs" / f"ppo_{job_id}_{index}.log").read_text()
+        assert f"array task {index} on " in text and f"env {env} seed {seed}" in text
+        assert "global_step=512" in text, text
+        assert [p.name for p in (tmp_path / "runs").glob(f"{env}__ppo__{seed}__*")], text
+    assert len(list((tmp_path / "runs").iterdir())) == 4
+
+    # a failing task: sbatch --wait, and so the runner, exit with the task's code; its log says why
+    res = run_script([*submit, "--env-ids", "NoSuchEnv-v0", "--num-seeds", "1", "--command",
+                      f"{PPO} {TINY}"], cwd=tmp_path, env=cluster_env, timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "sbatch exited with 1; task logs are in logs/" in res.stderr
+    job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)
+    assert "error: unknown environment id 'NoSuchEnv-v0'" in (tmp_path / "logs" / f"ppo_{job_id}_0.log").read_text()
