@@ -1,0 +1,255 @@
+"""Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e .[plot]`).
+
+Run directories are named `{env_id}__{exp_name}__{seed}__{timestamp}` (env ids with a slash, such as
+`ALE/Breakout-v5`, put the run one folder deeper). Runs are grouped by script (exp_name) and env id; each game
+gets a panel of episodic return against global step and one against wall-clock time: the mean over seeds with
+a shaded +-1 std band, every script overlaid. The markdown table gives the final return (per seed, the mean of
+its last 100 episodes; then mean +- std over seeds) and the runtime of each script on each game.
+
+    python -m cleanrl_utils.plot --run-dirs runs --output docs/ppo_classic_control
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+import tyro
+
+from cleanrl_utils.benchmark import make_dir
+from cleanrl_utils.checks import fail
+
+
+@dataclass
+class Args:
+    run_dirs: list[str] = field(default_factory=lambda: ["runs"])
+    """folders searched (recursively) for run directories with TensorBoard event files"""
+    output: str = "benchmark_plot"
+    """path prefix of the figure: writes `{output}.png` and `{output}.svg` (see --formats)"""
+    formats: list[str] = field(default_factory=lambda: ["png", "svg"])
+    """file formats of the figure"""
+    tag: str = "charts/episodic_return"
+    """the scalar to plot"""
+    last_episodes: int = 100
+    """the final return of a seed is the mean of its last this many episodes"""
+    smoothing_window: int = 10
+    """curves are a trailing mean over this many episodes (1: raw episodic returns)"""
+    num_points: int = 200
+    """points of the common grid on which seeds are interpolated before averaging"""
+    exp_names: list[str] = field(default_factory=list)
+    """only these scripts (exp_name), e.g. `--exp-names ppo_atari ppo_atari_multigpu`; default: all"""
+    env_ids: list[str] = field(default_factory=list)
+    """only these env ids; default: all"""
+
+
+@dataclass
+class RunCurve:
+    """One run's scalar: steps, values and seconds since the run started."""
+
+    env_id: str
+    exp_name: str
+    seed: int
+    path: str
+    steps: np.ndarray
+    values: np.ndarray
+    times: np.ndarray
+    runtime: float
+
+
+def parse_run_name(name: str) -> tuple[str, str, int] | None:
+    """`{env_id}__{exp_name}__{seed}__{timestamp}` -> (env_id, exp_name, seed); None if it does not match."""
+    parts = name.split("__")
+    if len(parts) < 4 or not parts[-2].lstrip("-").isdigit() or not parts[-1].isdigit():
+        return None
+    env_id, exp_name = parts[0], "__".join(parts[1:-2])
+    if not env_id or not exp_name:
+        return None
+    return env_id, exp_name, int(parts[-2])
+
+
+def find_run_dirs(roots: list[str]) -> list[tuple[str, str]]:
+    """(run directory, run name) of every folder holding event files under the roots; the run name is the path
+    relative to its root (so `ALE/Breakout-v5__ppo__1__1700000000` keeps its env id)."""
+    found: dict[str, tuple[str, str]] = {}
+    for root in roots:
+        if not os.path.isdir(root):
+            what = "is not a directory" if os.path.exists(root) else "does not exist"
+            fail(f"run directory {root!r} {what}")
+        before = len(found)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            if any(f.startswith("events.out.tfevents.") for f in filenames):
+                rel = os.path.relpath(dirpath, root)
+                name = os.path.basename(os.path.abspath(root)) if rel == "." else rel.replace(os.sep, "/")
+                found.setdefault(os.path.realpath(dirpath), (dirpath, name))
+        if len(found) == before:
+            fail(f"no TensorBoard event files under {root!r}; pass the --runs-dir of finished runs")
+    return list(found.values())
+
+
+def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunCurve | None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point, not a sample
+    acc.Reload()
+    scalar_tags = acc.Tags()["scalars"]
+    if tag not in scalar_tags:
+        return None
+    events = acc.Scalars(tag)
+    start = acc.FirstEventTimestamp()
+    end = max(acc.Scalars(t)[-1].wall_time for t in scalar_tags)
+    return RunCurve(
+        env_id=env_id,
+        exp_name=exp_name,
+        seed=seed,
+        path=path,
+        steps=np.array([e.step for e in events], dtype=np.float64),
+        values=np.array([e.value for e in events], dtype=np.float64),
+        times=np.array([e.wall_time - start for e in events], dtype=np.float64),
+        runtime=end - start,
+    )
+
+
+def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
+    """Runs grouped by (env id, exp_name); runs not matching the naming or the filters are reported and skipped."""
+    groups: dict[tuple[str, str], list[RunCurve]] = defaultdict(list)
+    for path, name in find_run_dirs(args.run_dirs):
+        parsed = parse_run_name(name)
+        if parsed is None:
+            print(f"warning: skipping {path}: its name is not {{env_id}}__{{exp_name}}__{{seed}}__{{timestamp}}",
+                  file=sys.stderr)
+            continue
+        env_id, exp_name, seed = parsed
+        if (args.env_ids and env_id not in args.env_ids) or (args.exp_names and exp_name not in args.exp_names):
+            continue
+        run = load_run(path, env_id, exp_name, seed, args.tag)
+        if run is None:
+            print(f"warning: skipping {path}: no {args.tag} logged (no episode finished?)", file=sys.stderr)
+            continue
+        groups[(env_id, exp_name)].append(run)
+    if not groups:
+        filters = " matching --env-ids/--exp-names" if args.env_ids or args.exp_names else ""
+        fail(f"no run{filters} under {' '.join(args.run_dirs)} logged {args.tag}")
+    return dict(sorted(groups.items()))
+
+
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Mean of each value and the up to window-1 values before it."""
+    sums = np.cumsum(np.insert(values, 0, 0.0))
+    idx = np.arange(1, len(values) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (sums[idx] - sums[lo]) / (idx - lo)
+
+
+def mean_and_std(runs: list[RunCurve], x: str, window: int, num_points: int):
+    """Seeds interpolated on a common grid of x ("steps" or "times") where all of them have data."""
+    lo = max(getattr(r, x)[0] for r in runs)
+    hi = min(getattr(r, x)[-1] for r in runs)
+    grid = np.linspace(lo, hi, num_points) if hi > lo else np.array([hi])
+    ys = np.stack([np.interp(grid, getattr(r, x), trailing_mean(r.values, window)) for r in runs])
+    return grid, ys.mean(axis=0), ys.std(axis=0)
+
+
+def final_returns(runs: list[RunCurve], last: int) -> np.ndarray:
+    return np.array([r.values[-last:].mean() for r in runs])
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> str:
+    lines = [
+        f"| env id | script | seeds | final return (mean ± std, last {last} episodes) | runtime (mean ± std) |",
+        "|---|---|---|---|---|",
+    ]
+    for (env_id, exp_name), runs in groups.items():
+        finals = final_returns(runs, last)
+        runtimes = np.array([r.runtime for r in runs])
+        lines.append(
+            f"| {env_id} | {exp_name} | {len(runs)} | {finals.mean():.2f} ± {finals.std():.2f} "
+            f"| {format_duration(runtimes.mean())} ± {format_duration(runtimes.std())} |"
+        )
+    return "\n".join(lines)
+
+
+def import_pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        fail("plotting needs matplotlib, which is not installed: pip install -e .[plot]")
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
+    """One pair of panels per game (return vs steps above, vs wall-clock time below), at most 4 games a row."""
+    env_ids = sorted({env_id for env_id, _ in groups})
+    exp_names = sorted({exp_name for _, exp_name in groups})
+    colors = {name: f"C{i % 10}" for i, name in enumerate(exp_names)}
+    ncols = min(len(env_ids), 4)
+    nrows = 2 * -(-len(env_ids) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.2 * nrows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for i, env_id in enumerate(env_ids):
+        row, col = 2 * (i // ncols), i % ncols
+        for ax, x, label in ((axes[row, col], "steps", "global step"),
+                             (axes[row + 1, col], "times", "wall-clock time (s)")):
+            ax.set_visible(True)
+            for exp_name in exp_names:
+                runs = groups.get((env_id, exp_name))
+                if not runs:
+                    continue
+                grid, mean, std = mean_and_std(runs, x, args.smoothing_window, args.num_points)
+                ax.plot(grid, mean, color=colors[exp_name], label=exp_name, marker="o" if len(grid) == 1 else None)
+                ax.fill_between(grid, mean - std, mean + std, color=colors[exp_name], alpha=0.2, linewidth=0)
+            ax.set_title(env_id)
+            ax.set_xlabel(label)
+            ax.set_ylabel("episodic return")
+            ax.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], color=colors[n], label=n) for n in exp_names]
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(exp_names), 5), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(Args, args=argv)
+    if not args.run_dirs:
+        fail("no run directories: pass --run-dirs runs (the --runs-dir the scripts wrote to)")
+    for name, value in (("last-episodes", args.last_episodes), ("smoothing-window", args.smoothing_window),
+                        ("num-points", args.num_points)):
+        if value <= 0:
+            fail(f"--{name} must be positive, got {value}")
+    unknown = [f for f in args.formats if f not in ("png", "svg", "pdf")]
+    if unknown or not args.formats:
+        fail(f"--formats takes png, svg and/or pdf, got {' '.join(args.formats) or 'nothing'}")
+    plt = import_pyplot()
+    groups = load_runs(args)
+
+    make_dir(os.path.dirname(args.output) or ".", "the folder of --output")
+    fig = draw(groups, args, plt)
+    for fmt in args.formats:
+        path = f"{args.output}.{fmt}"
+        try:
+            fig.savefig(path, dpi=120)
+        except OSError as exc:
+            fail(f"cannot write {path!r} ({exc.strerror})")
+        print(f"wrote {path}", file=sys.stderr)
+    plt.close(fig)
+    print(results_table(groups, args.last_episodes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""cleanrl_utils/plot.py on ppo.py runs made by the benchmark runner: figure files, the results table, and
+one-line errors for bad input."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from helpers import REPO_ROOT, assert_one_line_error, read_scalars, run_script
+
+PLOT = "cleanrl_utils/plot.py"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two seeds of a tiny CartPole ppo.py run, made with the benchmark runner."""
+    root = tmp_path_factory.mktemp("plot")
+    command = (f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'} --total-timesteps 512 --num-envs 2 "
+               "--num-steps 64 --no-progress-bar --runs-dir runs")
+    res = run_script(["cleanrl_utils/benchmark.py", "--env-ids", "CartPole-v1", "--num-seeds", "2", "--workers", "2",
+                      "--command", command], cwd=root, timeout=400)
+    assert res.returncode == 0, res.stderr
+    return root / "runs"
+
+
+def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] not in ("env id", "---"):
+            rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
+    # a second "script" (the same runs under another exp_name) to overlay, and an env id with a slash, whose
+    # run directory sits one folder deeper
+    other = tmp_path / "other"
+    for run in runs.iterdir():
+        shutil.copytree(run, other / run.name.replace("__ppo__", "__ppo_copy__"))
+    first = sorted(runs.iterdir())[0]
+    shutil.copytree(first, other / "ALE" / first.name.replace("CartPole-v1", "Breakout-v5"))
+
+    res = run_script([PLOT, "--run-dirs", str(runs), str(other), "--output", str(tmp_path / "fig" / "ppo")],
+                     cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    png = (tmp_path / "fig" / "ppo.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    assert (tmp_path / "fig" / "ppo.svg").read_text().rstrip().endswith("</svg>")
+
+    rows = table_rows(res.stdout)
+    assert set(rows) == {("CartPole-v1", "ppo"), ("CartPole-v1", "ppo_copy"), ("ALE/Breakout-v5", "ppo")}
+    # final return: per seed the mean of its last 100 episodes, then mean +- std over seeds
+    finals = np.array([np.mean([v for _, v in read_scalars(run, "charts/episodic_return")][-100:])
+                       for run in sorted(runs.iterdir())])
+    assert len(finals) == 2
+    for script in ("ppo", "ppo_copy"):
+        seeds, final, runtime = rows[("CartPole-v1", script)]
+        assert seeds == "2"
+        assert final == f"{finals.mean():.2f} ± {finals.std():.2f}"
+        assert re.fullmatch(r"\d+\.\d s ± \d+\.\d s", runtime)
+    assert rows[("ALE/Breakout-v5", "ppo")][:2] == ["1", f"{finals[0]:.2f} ± 0.00"]
+
+
+def test_runs_without_episodes_are_skipped_with_a_warning(runs, tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    silent = tmp_path / "Acrobot-v1__ppo__1__1700000000"
+    with SummaryWriter(str(silent)) as writer:
+        writer.add_scalar("charts/SPS", 100, 64)
+    res = run_script([PLOT, "--run-dirs", str(runs), str(tmp_path), "--output", str(tmp_path / "p"),
+                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"warning: skipping {silent}: no charts/episodic_return logged" in res.stderr
+    assert set(table_rows(res.stdout)) == {("CartPole-v1", "ppo")}
+    assert (tmp_path / "p.png").stat().st_size > 0 and not (tmp_path / "p.svg").exists()
+
+    # only runs without episodes: nothing to plot
+    res = run_script([PLOT, "--run-dirs", str(silent)], cwd=tmp_path, timeout=120)
+    assert res.returncode != 0 and res.stderr.strip().splitlines()[-1].startswith("error: no run under")
+
+
+def test_bad_paths_give_one_line_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    cases = [
+        (["--run-dirs", str(tmp_path / "missing")], f"run directory '{tmp_path / 'missing'}' does not exist"),
+        (["--run-dirs", str(tmp_path / "a_file")], f"run directory '{tmp_path / 'a_file'}' is not a directory"),
+        (["--run-dirs", str(tmp_path / "empty")], f"no TensorBoard event files under '{tmp_path / 'empty'}'"),
+    ]
+    for argv, message in cases:
+        assert_one_line_error(run_script([PLOT, *argv], cwd=tmp_path, timeout=60), message)
+
+
+def test_missing_matplotlib_says_how_to_install(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from cleanrl_utils.plot import main; "
+            "sys.exit(main(['--run-dirs', '.']))")
+    res = run_script(["-c", code], cwd=tmp_path, timeout=60)
+    assert_one_line_error(res, "plotting needs matplotlib, which is not installed: pip install -e .[plot]")
