@@ -259,3 +259,27 @@ def test_bad_input_is_a_one_line_error(tmp_path, argv, fragment):
     result = run_script([SCRIPT, *argv], cwd=tmp_path, timeout=120, env=FAST)
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_capture_video_records_env_0(tmp_path):
+    result = run_script(
+        [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128", "--capture-video",
+         "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path, timeout=300, env=FAST,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_name = find_run_dir(tmp_path / "runs").name
+    videos = list((tmp_path / "videos" / run_name).glob("*.mp4"))
+    assert videos and all(v.stat().st_size > 1000 for v in videos)
+
+
+def test_track_without_wandb_is_a_one_line_error(tmp_path):
+    # wandb is optional and imported only when asked: make it unimportable for this run
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "wandb.py").write_text("raise ImportError('no wandb here')\n")
+    result = run_script(
+        [SCRIPT, "--track", "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "16",
+         "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path, timeout=120, env={**FAST, "PYTHONPATH": str(tmp_path / "fake")},
+    )
+    assert_one_line_error(result, "pip install -e '.[track]'")
