@@ -8,13 +8,19 @@
 # The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
 # the env ignores (reward 0): that transition would have to be masked out of the loss and would waste 1 step in
 # every episode. Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
+#
+# Throughput (docs/throughput.md): `--vector-env ale` steps the envs in ale-py's C++ threads, `--overlap` splits the
+# envs into two groups and steps one while the policy acts for the other, threads are sized to the machine
+# (cleanrl_utils/placement.py), and the time of every iteration is split into env / inference / learning
+# (`perf/...` scalars and a `perf:` line at the end). All backends give the same autoreset and episode semantics
+# (cleanrl_utils/vector_envs.py).
 import os
 import random
 import signal
 import sys
 import time
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -26,8 +32,9 @@ from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
-from cleanrl_utils.atari_wrappers import make_atari_env
 from cleanrl_utils.checks import check_atari_env_id, check_batch, check_positive, fail, prepare_run_dir
+from cleanrl_utils.placement import plan_threads, use_threads
+from cleanrl_utils.vector_envs import VectorEnvBackend, make_atari_vector_env, split_groups
 
 
 @dataclass
@@ -58,8 +65,15 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of the environment"""
-    vector_env: Literal["sync", "async"] = "sync"
-    """the vector env: `sync` (all envs in this process) or `async` (one process per env, shared memory)"""
+    vector_env: VectorEnvBackend = "sync"
+    """the vector env: `sync` / `async` (Python wrappers, in this process / one process per env), `ale` (ale-py's
+    C++ threads) or `envpool` (pip install -e '.[envpool]'); same semantics for all (cleanrl_utils/vector_envs.py)"""
+    overlap: bool = False
+    """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
+    env_threads: int = 0
+    """C++ stepping threads of an ale/envpool pool (0: one per core of this process)"""
+    torch_threads: int = 0
+    """torch threads (0: 1 for the rollout's inference, all cores of this process for the update)"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -102,24 +116,12 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def make_env(env_id: str, idx: int, capture_video: bool, run_name: str):
-    def thunk():
-        if capture_video and idx == 0:
-            env = make_atari_env(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = make_atari_env(env_id)
-        return env
-
-    return thunk
-
-
-def make_vector_env(args: Args, run_name: str) -> gym.vector.VectorEnv:
-    env_fns = [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)]
-    autoreset = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
-    if args.vector_env == "async":
-        return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, **autoreset)
-    return gym.vector.SyncVectorEnv(env_fns, **autoreset)
+def make_vector_env(args: Args, run_name: str, env_threads: int = 0) -> gym.vector.VectorEnv:
+    """All `num_envs` envs in one vector env (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards)."""
+    return make_atari_vector_env(
+        args.vector_env, args.env_id, args.num_envs, env_threads=env_threads, seed=args.seed,
+        capture_video=args.capture_video, run_name=run_name,
+    )
 
 
 def episode_stats(infos: dict) -> list[tuple[float, int]]:
@@ -202,14 +204,18 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def collect_rollout(envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device):
+def collect_rollout(
+    envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timings=None
+):
     """Step the vector env `num_steps` times with the policy, filling the buffers in place.
 
     Returns the observation and done flags after the last step (for the bootstrap) and the (return, length)
-    of every game that ended.
+    of every game that ended. `timings`, if given, accumulates seconds under "env" and "inference".
     """
+    timings = {} if timings is None else timings
     episodes = []
     for step in range(obs.shape[0]):
+        tick = time.perf_counter()
         obs[step] = next_obs
         dones[step] = next_done
         with torch.inference_mode():
@@ -217,12 +223,67 @@ def collect_rollout(envs, agent, next_obs, next_done, obs, actions, logprobs, re
         values[step] = value.flatten()
         actions[step] = action
         logprobs[step] = logprob
+        action_np = action.cpu().numpy()
+        tock = time.perf_counter()
+        timings["inference"] = timings.get("inference", 0.0) + tock - tick
 
-        next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+        next_obs_np, reward, terminations, truncations, infos = envs.step(action_np)
         rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
         next_obs = torch.as_tensor(next_obs_np, device=device)
         next_done = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
         episodes += episode_stats(infos)
+        timings["env"] = timings.get("env", 0.0) + time.perf_counter() - tock
+    return next_obs, next_done, episodes
+
+
+def collect_rollout_overlapped(
+    groups, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timings=None
+):
+    """`collect_rollout` with the envs split into two groups (columns [0, n/2) and [n/2, n) of the buffers) that
+    take turns: the policy acts for one group while the other steps in the background (`step_async`), so env
+    stepping and inference run at the same time. Per step t and group g, the buffers get exactly what
+    `collect_rollout` would store: obs[t] and the action sampled for it, then the reward of that action.
+    `timings["env"]` counts only the time spent waiting for a group (`step_wait`).
+    """
+    timings = {} if timings is None else timings
+    timings.setdefault("env", 0.0)
+    timings.setdefault("inference", 0.0)
+    half = obs.shape[1] // 2
+    cols = (slice(0, half), slice(half, 2 * half))
+    next_obs, next_done = next_obs.clone(), next_done.clone()
+    episodes = []
+
+    def act(step, g):  # store obs[step] of group g, sample its actions and send them
+        tick = time.perf_counter()
+        c = cols[g]
+        obs[step, c] = next_obs[c]
+        dones[step, c] = next_done[c]
+        with torch.inference_mode():
+            action, logprob, _, value = agent.get_action_and_value(next_obs[c])
+        values[step, c] = value.flatten()
+        actions[step, c] = action
+        logprobs[step, c] = logprob
+        action_np = action.cpu().numpy()
+        timings["inference"] += time.perf_counter() - tick
+        groups[g].step_async(action_np)
+
+    def observe(step, g):  # wait for group g's step and store its outcome
+        tick = time.perf_counter()
+        c = cols[g]
+        next_obs_np, reward, terminations, truncations, infos = groups[g].step_wait()
+        timings["env"] += time.perf_counter() - tick
+        rewards[step, c] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+        next_obs[c] = torch.as_tensor(next_obs_np, device=device)
+        next_done[c] = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
+        episodes.extend(episode_stats(infos))
+
+    for step in range(obs.shape[0]):
+        act(step, 0)  # group 0 steps ...
+        if step > 0:
+            observe(step - 1, 1)
+        act(step, 1)  # ... while the policy acts for group 1, which then steps while the policy acts for group 0
+        observe(step, 0)
+    observe(obs.shape[0] - 1, 1)
     return next_obs, next_done, episodes
 
 
@@ -253,6 +314,8 @@ if __name__ == "__main__":
     )
     check_atari_env_id(args.env_id)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
+    if args.env_threads < 0 or args.torch_threads < 0:
+        fail("--env-threads and --torch-threads must be >= 0 (0: sized to the machine)")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
@@ -282,9 +345,11 @@ if __name__ == "__main__":
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
     )
+    threads = plan_threads(args.num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads)
     print(
-        f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, "
-        f"minibatch {args.minibatch_size}, {args.num_iterations} iterations, logs in {run_dir}",
+        f"run {run_name}: {args.num_envs} envs ({args.vector_env}{', overlapped' if args.overlap else ''}), "
+        f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_iterations} iterations, "
+        f"{threads.describe()}, logs in {run_dir}",
         flush=True,
     )
 
@@ -296,8 +361,15 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup
-    envs = make_vector_env(args, run_name)
+    # env setup: one vector env, or two groups of envs stepped in turn (--overlap)
+    if args.overlap:
+        groups = split_groups(
+            args.vector_env, args.env_id, args.num_envs, env_threads=threads.env_threads, seed=args.seed,
+            capture_video=args.capture_video, run_name=run_name,
+        )
+        envs = groups[0]  # for the spaces
+    else:
+        envs = make_vector_env(args, run_name, threads.env_threads)
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
@@ -314,10 +386,15 @@ if __name__ == "__main__":
     # TRY NOT TO MODIFY: start the game
     global_step = 0
     start_time = time.time()
-    next_obs, _ = envs.reset(seed=args.seed)
+    if args.overlap:
+        half = args.num_envs // 2
+        next_obs = np.concatenate([g.reset(seed=args.seed + i * half)[0] for i, g in enumerate(groups)])
+    else:
+        next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.as_tensor(next_obs, device=device)
     next_done = torch.zeros(args.num_envs).to(device)
     recent_returns: list[float] = []
+    total_timings: dict[str, float] = {}
     progress = tqdm(
         total=args.num_iterations * args.batch_size,
         unit="step",
@@ -335,9 +412,15 @@ if __name__ == "__main__":
                 optimizer.param_groups[0]["lr"] = lrnow
 
             # ROLLOUT
-            next_obs, next_done, episodes = collect_rollout(
-                envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device
+            use_threads(threads.inference_threads)
+            timings = {}
+            rollout = collect_rollout_overlapped if args.overlap else collect_rollout
+            next_obs, next_done, episodes = rollout(
+                groups if args.overlap else envs,
+                agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timings,
             )
+            learn_start = time.perf_counter()
+            use_threads(threads.learning_threads)
             for i, (episodic_return, episodic_length) in enumerate(episodes):
                 # an episode ended during this rollout; log it at the end-of-rollout step (the exact step
                 # inside the rollout is not worth a per-step callback in the hot loop)
@@ -413,6 +496,9 @@ if __name__ == "__main__":
                 if args.target_kl is not None and approx_kl > args.target_kl:
                     break
 
+            timings["learn"] = time.perf_counter() - learn_start
+            for key, seconds in timings.items():
+                total_timings[key] = total_timings.get(key, 0.0) + seconds
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
             var_y = np.var(y_true)
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
@@ -428,6 +514,8 @@ if __name__ == "__main__":
             writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
+            for key, seconds in timings.items():  # wall seconds of this iteration spent in each phase
+                writer.add_scalar(f"perf/{key}_seconds", seconds, global_step)
             progress.update(args.batch_size)
             progress.set_postfix(SPS=sps, ret=f"{np.mean(recent_returns):.1f}" if recent_returns else "-")
     except (KeyboardInterrupt, Stop):
@@ -435,10 +523,17 @@ if __name__ == "__main__":
         exit_code = 130
     finally:
         progress.close()
+        elapsed = time.time() - start_time
+        print(
+            f"perf: steps={global_step} seconds={elapsed:.2f} SPS={global_step / max(elapsed, 1e-9):.1f} "
+            + " ".join(f"{key}={seconds:.2f}" for key, seconds in total_timings.items()),
+            flush=True,
+        )
         if args.save_model:
             model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
             save_model(model_path, agent, args)
             print(f"model saved to {model_path}")
-        envs.close()
+        for env_group in groups if args.overlap else [envs]:
+            env_group.close()
         writer.close()
     sys.exit(exit_code)
