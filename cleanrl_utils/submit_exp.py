@@ -1,8 +1,9 @@
 """Submit a script's runs, one per seed, as (multi-node) jobs: AWS Batch, a Slurm cluster, or this machine.
 
     # 3 seeds, each a 4-node AWS Batch multi-node parallel job of c5.12xlarge instances
-    python cleanrl_utils/submit_exp.py --command "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4" \
-        --num-seeds 3 --num-nodes 4 --instance-type c5.12xlarge
+    python cleanrl_utils/submit_exp.py \
+        --command "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4" --num-seeds 3 \
+        --num-nodes 4 --instance-type c5.12xlarge
     # the same, but only print the exact AWS Batch requests (nothing is sent, no credentials needed)
     ... --dry-run
     # try the exact multi-node job on this machine first: 2 simulated nodes on loopback
@@ -72,8 +73,7 @@ TERMINATE_GRACE_S = 10.0
 @dataclass
 class Args:
     command: str
-    """the run to submit, starting with `python`, e.g. "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4"
-    (`--seed` is appended per run)"""
+    """the run: `python SCRIPT ARGS`, e.g. `python cleanrl/ppo_atari_multigpu.py --env-id PongNoFrameskip-v4`"""
     num_seeds: int = 1
     """the number of runs (jobs), one per seed"""
     start_seed: int = 1
@@ -83,15 +83,15 @@ class Args:
     instance_type: str = "c5.2xlarge"
     """the node type; sets the vCPUs, memory and GPUs per node (c5, m5, g5, p3, p4d sizes are known)"""
     vcpus: Optional[int] = None
-    """vCPUs per node (default: from --instance-type)"""
+    """vCPUs per node (unset: from --instance-type)"""
     memory: Optional[int] = None
-    """memory per node in MiB (default: 90% of the instance type's memory)"""
+    """memory per node in MiB (unset: 90% of the instance type's memory)"""
     gpus: Optional[int] = None
-    """GPUs per node (default: from --instance-type)"""
+    """GPUs per node (unset: from --instance-type)"""
     nproc_per_node: Optional[int] = None
-    """training processes per node (default: the GPUs per node, 1 without GPUs)"""
+    """training processes per node (unset: the GPUs per node, 1 without GPUs)"""
     launcher: Literal["auto", "torchrun", "python"] = "auto"
-    """how a node starts the script: torchrun (torch.distributed scripts), python, or auto (torchrun for *multigpu* scripts)"""
+    """how a node starts the script: torchrun, python, or auto (torchrun if the script name contains `multigpu`)"""
     provider: Literal["aws", "local", "slurm"] = "aws"
     """where the runs go: AWS Batch, N simulated nodes on this machine, or a Slurm cluster"""
     dry_run: bool = False
@@ -99,7 +99,7 @@ class Args:
     rdzv_port: int = 29500
     """the c10d rendezvous port on the main node (AWS); the local provider picks a free port, Slurm derives one"""
     wandb_key_env: Optional[str] = None
-    """the name of an environment variable of yours holding the W&B API key; its value reaches the job as WANDB_API_KEY"""
+    """the name of your environment variable holding the W&B key; the job gets its value as WANDB_API_KEY"""
 
     # AWS Batch
     job_definition: str = "cleanrl"
@@ -113,7 +113,7 @@ class Args:
     timeout_seconds: int = 16 * 3600
     """time limit of one run (AWS attempt duration; Slurm --time)"""
     region: Optional[str] = None
-    """[aws] the region (default: the AWS configuration's)"""
+    """[aws] the region (unset: the AWS configuration's)"""
     wandb_secret_arn: Optional[str] = None
     """[aws] a Secrets Manager / SSM parameter ARN holding the W&B key, injected as WANDB_API_KEY by AWS Batch"""
     execution_role_arn: Optional[str] = None
@@ -121,13 +121,13 @@ class Args:
 
     # Slurm
     slurm_script_path: Optional[str] = None
-    """[slurm] where the sbatch script goes (default: slurm/<job name>.sbatch); logs go next to it"""
+    """[slurm] where the sbatch script goes (unset: slurm/<job name>.sbatch); logs go next to it"""
     submit: bool = False
     """[slurm] submit the script with sbatch"""
     wait: bool = False
     """[slurm] with --submit: wait for the jobs (sbatch -W) and exit with their exit code"""
     partition: Optional[str] = None
-    """[slurm] the partition (default: the cluster's)"""
+    """[slurm] the partition (unset: the cluster's)"""
     python: str = sys.executable
     """[slurm] the python (venv) the nodes run"""
 
@@ -161,11 +161,12 @@ def node_resources(args: Args) -> Node:
             + ", ".join(INSTANCE_TYPES)
         )
     vcpus, memory_gib, gpus = known or (0, 0, 0)
+    gpus = args.gpus if args.gpus is not None else gpus
     node = Node(
         vcpus=args.vcpus if args.vcpus is not None else vcpus,
         memory_mib=args.memory if args.memory is not None else int(memory_gib * 1024 * MEMORY_SHARE),
-        gpus=args.gpus if args.gpus is not None else gpus,
-        nproc=args.nproc_per_node if args.nproc_per_node is not None else max(1, gpus if args.gpus is None else args.gpus),
+        gpus=gpus,
+        nproc=args.nproc_per_node if args.nproc_per_node is not None else max(1, gpus),
     )
     check_positive(vcpus=node.vcpus, memory=node.memory_mib, nproc_per_node=node.nproc)
     if node.gpus < 0:
@@ -182,7 +183,10 @@ def parse_job(args: Args) -> Job:
     except ValueError as exc:
         fail(f"cannot parse --command ({exc})")
     if len(tokens) < 2 or not PYTHON_RE.match(os.path.basename(tokens[0])):
-        fail(f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; got {args.command!r}")
+        fail(
+            f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
+            f"got {args.command!r}"
+        )
     if any(t == "--seed" or t.startswith("--seed=") for t in tokens):
         fail("--command must not set --seed: the seeds come from --start-seed and --num-seeds")
     argv = tokens[1:]
@@ -216,12 +220,11 @@ def wandb_key(args: Args) -> Optional[str]:
 
 @dataclass(frozen=True)
 class NodeVars:
-    """Shell expressions (used inside double quotes) for a node's place in a multi-node job, and the lines that define them."""
+    """A node's place in a multi-node job as shell expressions (used inside double quotes), and the setup lines
+    that define THIS_ADDR (this node's address) and, where not inherited, MAIN_ADDR (the rendezvous node's)."""
 
     num_nodes: str
     node_rank: str
-    main_addr: str
-    this_addr: str
     port: str
     rdzv_id: str
     setup: tuple[str, ...]
@@ -232,8 +235,6 @@ def aws_node_vars(port: int) -> NodeVars:
     return NodeVars(
         num_nodes="$AWS_BATCH_JOB_NUM_NODES",
         node_rank="$AWS_BATCH_JOB_NODE_INDEX",
-        main_addr="$MAIN_ADDR",
-        this_addr="$THIS_ADDR",
         port=str(port),
         rdzv_id="${AWS_BATCH_JOB_ID%%#*}",  # a node's job id is `<job id>#<node index>`
         setup=(
@@ -253,8 +254,6 @@ def slurm_node_vars() -> NodeVars:
     return NodeVars(
         num_nodes="$SLURM_NNODES",
         node_rank="$SLURM_NODEID",
-        main_addr="$MAIN_ADDR",
-        this_addr="$THIS_ADDR",
         port="$RDZV_PORT",
         rdzv_id="$SLURM_JOB_ID",
         setup=("THIS_ADDR=$(" + SLURM_NODE_ADDR.format(node="$SLURMD_NODENAME") + ")",),
@@ -270,8 +269,8 @@ def node_command(job: Job, seed: str, python: str, launcher: str, nv: NodeVars) 
         return f"exec {shlex.quote(python)} {run}"
     torchrun = (
         f'exec {launcher} --nnodes="{nv.num_nodes}" --node-rank="{nv.node_rank}" --nproc-per-node={job.node.nproc} '
-        f'--rdzv-backend=c10d --rdzv-endpoint="{nv.main_addr}:{nv.port}" --rdzv-id="{nv.rdzv_id}" '
-        f'--local-addr="{nv.this_addr}" {run}'
+        f'--rdzv-backend=c10d --rdzv-endpoint="$MAIN_ADDR:{nv.port}" --rdzv-id="{nv.rdzv_id}" '
+        f'--local-addr="$THIS_ADDR" {run}'
     )
     return "\n".join(["set -eu", *nv.setup, torchrun])
 
@@ -326,7 +325,9 @@ def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, di
             "jobDefinition": args.job_definition,
         }
         if job.num_nodes > 1:
-            submit["nodeOverrides"] = {"nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": overrides}]}
+            submit["nodeOverrides"] = {
+                "nodePropertyOverrides": [{"targetNodes": "0:", "containerOverrides": overrides}]
+            }
         else:
             submit["containerOverrides"] = overrides
         requests.append(("SubmitJob", submit))
@@ -363,7 +364,9 @@ def submit_aws(args: Args, job: Job) -> None:
         session = boto3.session.Session(region_name=args.region)
         missing = []
         if session.get_credentials() is None:
-            missing.append("AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run `aws configure`)")
+            missing.append(
+                "AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run `aws configure`)"
+            )
         if not session.region_name:
             missing.append("an AWS region (pass --region or set AWS_DEFAULT_REGION)")
         if missing:
