@@ -234,6 +234,7 @@ class Progress:
     def __init__(self, total: int):
         self.total = total
         self.bar = None
+        self.refreshed = time.monotonic()
         if sys.stderr.isatty():
             from tqdm import tqdm
 
@@ -247,6 +248,12 @@ class Progress:
         self.bar.n = done
         self.bar.set_postfix_str(f"{running} running, {failed} failed")
         self.bar.write(event, file=sys.stderr)
+
+    def tick(self) -> None:
+        """Keep the bar's elapsed time moving while nothing changes (runs can take hours)."""
+        if self.bar is not None and time.monotonic() - self.refreshed > 1.0:
+            self.bar.refresh()
+            self.refreshed = time.monotonic()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -362,6 +369,7 @@ def run_local(args: Args) -> int:
                 running.append(run)
                 progress.update(done, len(running), failed, f"started {run.name}: {run.command}")
             time.sleep(POLL_S)
+            progress.tick()
             for run in list(running):
                 returncode = run.process.poll()
                 if returncode is None:
