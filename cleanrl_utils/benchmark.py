@@ -93,10 +93,7 @@ class Run:
 
 def script_name(command: str) -> str:
     """The name of the program a command runs, e.g. `ppo` for `python cleanrl/ppo.py --x 1`."""
-    try:
-        tokens = shlex.split(command)
-    except ValueError:
-        tokens = command.split()
+    tokens = shlex.split(command)
     for token in tokens:
         if token.endswith(".py"):
             return os.path.splitext(os.path.basename(token))[0]
@@ -122,6 +119,10 @@ def check_args(args: Args) -> None:
         fail("no environment ids: pass at least one, e.g. --env-ids CartPole-v1 Acrobot-v1")
     if not args.command.strip():
         fail('no command: pass the run to repeat, e.g. --command "python cleanrl/ppo.py"')
+    try:
+        shlex.split(args.command)
+    except ValueError as exc:
+        fail(f"--command is not valid shell syntax ({exc}): {args.command}")
     if args.num_seeds <= 0:
         fail(f"--num-seeds must be positive, got {args.num_seeds}")
     if args.workers < 0:

@@ -89,6 +89,7 @@ def test_bad_input_gives_one_line_errors(tmp_path):
     cases = [
         (["--command", "python cleanrl/ppo.py"], "no environment ids"),
         (["--env-ids", "CartPole-v1", "--command", "x", "--num-seeds", "0"], "--num-seeds must be positive"),
+        (["--env-ids", "CartPole-v1", "--command", "python 'cleanrl/ppo.py"], "--command is not valid shell syntax"),
         (["--env-ids", "CartPole-v1", "--command", "x", "--slurm-template-path", "nope.template"],
          "Slurm template 'nope.template' not found"),
         (["--env-ids", "CartPole-v1", "--command", "x", "--workers", "1", "--log-dir", "/etc/hostname/logs"],
