@@ -277,7 +277,7 @@ def test_local_provider_fails_and_stops_the_other_node(tmp_path):
 def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     runs, script = tmp_path / "runs", tmp_path / "job.sbatch"
     res = run_submit(
-        ["--provider", "slurm", "--num-nodes", "2", "--num-seeds", "2", "--start-seed", "5",
+        ["--provider", "slurm", "--num-nodes", "2", "--start-seed", "5",
          "--vcpus", "1", "--memory", "500", "--gpus", "0", "--slurm-script-path", str(script), "--submit", "--wait",
          "--command", f"{TINY_MULTIGPU} --runs-dir {runs}"],
         tmp_path,
@@ -287,9 +287,26 @@ def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     logs = "\n".join(p.read_text() for p in sorted((tmp_path / "logs").glob("*.out")))
     assert res.returncode == 0, res.stdout + res.stderr + logs + slurm_cluster.logs()
     text = script.read_text()
-    for line in ("#SBATCH --nodes=2", "#SBATCH --array=0-1", "#SBATCH --cpus-per-task=1", "#SBATCH --mem=500M",
+    for line in ("#SBATCH --nodes=2", "#SBATCH --array=0-0", "#SBATCH --cpus-per-task=1", "#SBATCH --mem=500M",
                  "export SEED=$((5 + SLURM_ARRAY_TASK_ID))"):
         assert line in text.splitlines(), line
     assert "#SBATCH --gpus-per-node" not in text
     assert f'{sys.executable} -m torch.distributed.run --nnodes="$SLURM_NNODES" --node-rank="$SLURM_NODEID"' in text
-    assert_two_rank_runs(runs, (5, 6), logs)
+    assert_two_rank_runs(runs, (5,), logs)
+
+
+def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
+    # `sbatch --wait` returns the jobs' exit code: python's 2 for a missing script; one array task per seed
+    res = run_submit(
+        ["--provider", "slurm", "--num-seeds", "2", "--start-seed", "5", "--vcpus", "1", "--memory", "100",
+         "--gpus", "0", "--submit", "--wait",
+         "--slurm-script-path", str(tmp_path / "fail.sbatch"), "--command", f"python {tmp_path / 'missing.py'}"],
+        tmp_path,
+        slurm_cluster.env,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "exited with 2" in res.stderr.strip().splitlines()[-1]
+    logs = sorted(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
+    assert len(logs) == 2 and all("missing.py" in log for log in logs), logs
+    assert [log.splitlines()[0].split(":")[0] for log in logs] == ["seed 5", "seed 6"], logs
