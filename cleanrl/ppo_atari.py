@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from cleanrl_utils.checks import check_atari_env_id, check_batch, check_positive, fail, prepare_run_dir
 from cleanrl_utils.placement import plan_threads, use_threads
-from cleanrl_utils.vector_envs import VectorEnvBackend, make_atari_vector_env, split_groups
+from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
 
 
 @dataclass
@@ -316,6 +316,7 @@ if __name__ == "__main__":
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
     if args.env_threads < 0 or args.torch_threads < 0:
         fail("--env-threads and --torch-threads must be >= 0 (0: sized to the machine)")
+    check_backend(args.vector_env, args.num_envs, args.overlap, args.capture_video)
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size

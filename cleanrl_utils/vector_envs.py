@@ -291,7 +291,7 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
 def envpool_available() -> bool:
     try:
         import envpool  # noqa: F401
-    except ImportError:
+    except ImportError:  # the optional extra is not installed
         return False
     return True
 
@@ -312,30 +312,34 @@ def make_atari_vector_env(
     ``env_threads`` is the number of C++ stepping threads of the native pools (0: one per core); ``seed`` is used
     by EnvPool, which is seeded at construction (the others are seeded by ``reset(seed=...)``).
     """
+    check_backend(backend, num_envs, capture_video=capture_video)
     if backend in ("sync", "async"):
         env_fns = [make_env(env_id, i, capture_video, run_name, noop_max) for i in range(num_envs)]
         if backend == "async":
             return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=SAME_STEP)
         return SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
-    if capture_video:
-        fail(f"--capture-video needs the Python wrappers: use --vector-env sync or async, not {backend}")
     if backend == "ale":
         return AleVectorEnv(env_id, num_envs, num_threads=env_threads, noop_max=noop_max)
-    if backend == "envpool":
-        if not envpool_available():
-            fail("--vector-env envpool needs EnvPool: pip install -e '.[envpool]'")
-        return EnvPoolVectorEnv(env_id, num_envs, num_threads=env_threads, noop_max=noop_max, seed=seed)
-    fail(f"unknown vector env backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return EnvPoolVectorEnv(env_id, num_envs, num_threads=env_threads, noop_max=noop_max, seed=seed)
 
 
-def split_groups(
-    backend: str, env_id: str, num_envs: int, groups: int = 2, **kwargs: Any
-) -> list[gym.vector.VectorEnv]:
-    """``groups`` vector envs of ``num_envs // groups`` envs each, for overlapped sampling."""
-    if num_envs % groups != 0:
-        fail(f"--overlap splits the envs into {groups} groups: --num-envs {num_envs} must be divisible by {groups}")
-    if backend == "sync":
+def check_backend(backend: str, num_envs: int, overlap: bool = False, capture_video: bool = False) -> None:
+    """One-line errors for backend options that can't work together (call before building anything)."""
+    if backend not in BACKENDS:
+        fail(f"unknown vector env backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "envpool" and not envpool_available():
+        fail("--vector-env envpool needs EnvPool: pip install -e '.[envpool]'")
+    if capture_video and backend not in ("sync", "async"):
+        fail(f"--capture-video needs the Python wrappers: use --vector-env sync or async, not {backend}")
+    if overlap and backend == "sync":
         fail("--overlap needs a backend that steps in the background: --vector-env async, ale or envpool")
-    size = num_envs // groups
+    if overlap and num_envs % 2 != 0:
+        fail(f"--overlap splits the envs into 2 groups: --num-envs {num_envs} must be divisible by 2")
+
+
+def split_groups(backend: str, env_id: str, num_envs: int, **kwargs: Any) -> list[gym.vector.VectorEnv]:
+    """Two vector envs of ``num_envs // 2`` envs each, for overlapped sampling (the second seeded after the first)."""
+    check_backend(backend, num_envs, overlap=True)
+    size = num_envs // 2
     seed = kwargs.pop("seed", 0)
-    return [make_atari_vector_env(backend, env_id, size, seed=seed + g * size, **kwargs) for g in range(groups)]
+    return [make_atari_vector_env(backend, env_id, size, seed=seed + g * size, **kwargs) for g in range(2)]
