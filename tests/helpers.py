@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
+import pty
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Mapping, Sequence
@@ -13,6 +20,17 @@ from typing import Mapping, Sequence
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _command(args: Sequence[str], env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """``python ARGS...`` with script paths made absolute, and the environment to run it in."""
+    resolved = [str(REPO_ROOT / a) if a.endswith(".py") and not os.path.isabs(a) else a for a in args]
+    full_env = dict(os.environ)
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH")) if p)
+    if env:
+        full_env.update(env)
+    return [sys.executable, *resolved], full_env
 
 
 def run_script(
@@ -27,20 +45,77 @@ def run_script(
     tests can run in a temporary directory. The repository root is put on PYTHONPATH, so ``cleanrl_utils`` imports
     even when the project is not pip-installed. ``env`` entries are added to (and override) the current environment.
     """
-    resolved = [str(REPO_ROOT / a) if a.endswith(".py") and not os.path.isabs(a) else a for a in args]
-    full_env = dict(os.environ)
-    full_env.setdefault("PYTHONUNBUFFERED", "1")
-    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH")) if p)
-    if env:
-        full_env.update(env)
+    command, full_env = _command(args, env)
     return subprocess.run(
-        [sys.executable, *resolved],
+        command,
         cwd=str(cwd),
         env=full_env,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def start_script(
+    args: Sequence[str],
+    cwd: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``python ARGS...`` in the background, stdout and stderr appended to the file ``output`` (no pipe to
+    fill up while the test waits). Arguments, PYTHONPATH and ``env`` are handled as in `run_script`.
+    """
+    command, full_env = _command(args, env)
+    with open(output, "ab") as out:
+        return subprocess.Popen(command, cwd=str(cwd), env=full_env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def run_on_terminal_until(
+    args: Sequence[str],
+    cwd: str | os.PathLike[str],
+    until: str,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    stop_signal: int = signal.SIGTERM,
+) -> tuple[int, str]:
+    """Run ``python ARGS...`` with stdout and stderr on a 120-column pseudo-terminal (as in a user's shell); as
+    soon as ``until`` appears in its output (or after ``timeout`` seconds), send it ``stop_signal``. Returns its exit
+    status and everything it printed. Arguments, PYTHONPATH and ``env`` are handled as in `run_script`.
+    """
+    command, full_env = _command(args, env)
+    leader, follower = pty.openpty()
+    # give the terminal a size: on a bare pty (0 columns) tqdm draws an empty bar
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    proc = subprocess.Popen(command, cwd=str(cwd), stdout=follower, stderr=follower, env=full_env)
+    os.close(follower)
+    output = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while until.encode() not in output and proc.poll() is None and time.monotonic() < deadline:
+            chunk = _read_terminal(leader, wait=1.0)
+            if chunk is None:
+                break
+            output += chunk
+        proc.send_signal(stop_signal)
+        returncode = proc.wait(timeout=120)
+        while chunk := _read_terminal(leader, wait=1.0):
+            output += chunk
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return returncode, output.decode(errors="replace")
+
+
+def _read_terminal(fd: int, wait: float) -> bytes | None:
+    """What the terminal has to read within ``wait`` seconds (b"" if nothing yet), None once it is closed."""
+    if not select.select([fd], [], [], wait)[0]:
+        return b""
+    try:
+        return os.read(fd, 4096) or None
+    except OSError:  # EIO: the child has exited and closed the terminal
+        return None
 
 
 def find_run_dir(runs_dir: str | os.PathLike[str]) -> Path:
