@@ -21,6 +21,18 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# the TensorBoard scalars every training script logs, x-axis = global_step
+CHART_TAGS = ["charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate"]
+LOSS_TAGS = [
+    "losses/value_loss",
+    "losses/policy_loss",
+    "losses/entropy",
+    "losses/old_approx_kl",
+    "losses/approx_kl",
+    "losses/clipfrac",
+    "losses/explained_variance",
+]
+
 
 def _command(args: Sequence[str], env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
     """``python ARGS...`` with script paths made absolute, and the environment to run it in."""
