@@ -80,3 +80,20 @@ def check_discrete_actions(action_space: gym.Space, env_id: str) -> None:
             f"{env_id!r} has a {type(action_space).__name__} action space; this script supports only Discrete "
             "actions (for continuous control use a Gaussian-policy PPO such as CleanRL's ppo_continuous_action.py)"
         )
+
+
+def make_probe_env(env_id: str) -> gym.Env:
+    """One instance of the env, to check its spaces; a missing optional package is a one-line error."""
+    try:
+        return gym.make(env_id)
+    except gym.error.DependencyNotInstalled as exc:
+        fail(f"{env_id!r} needs a package that is not installed: {' '.join(str(exc).split())}")
+
+
+def check_box_observations(observation_space: gym.Space, env_id: str) -> None:
+    """An MLP policy reads a flat vector: the observation space must be a Box."""
+    if not isinstance(observation_space, gym.spaces.Box):
+        fail(
+            f"{env_id!r} has a {type(observation_space).__name__} observation space; this script needs Box "
+            "(vector) observations"
+        )

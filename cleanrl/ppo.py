@@ -1,0 +1,427 @@
+# PPO for classic-control tasks with discrete actions (CartPole-v1 by default), CleanRL style, on gymnasium 1.x.
+# It is the project's quick learning check: CartPole-v1 is solved in well under 100k steps on a laptop CPU.
+import os
+import random
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import tyro
+from torch.distributions.categorical import Categorical
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+from cleanrl_utils.checks import (
+    check_batch,
+    check_box_observations,
+    check_discrete_actions,
+    check_env_id,
+    check_positive,
+    fail,
+    make_probe_env,
+    prepare_run_dir,
+)
+
+
+@dataclass
+class Args:
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
+    cuda: bool = True
+    """if toggled, cuda will be enabled by default (when available)"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `pip install -e .[track]`)"""
+    wandb_project_name: str = "cleanRL"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (env 0, under `videos/{run_name}`; needs `.[video]`)"""
+    save_model: bool = False
+    """whether to save the model weights to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model`"""
+    runs_dir: str = "runs"
+    """the directory under which each run writes its TensorBoard logs (and saved model)"""
+    progress_bar: bool = True
+    """show a progress bar (steps, SPS, recent return); always off when stdout is not a terminal"""
+    vector_env: Literal["sync", "async"] = "sync"
+    """`sync`: all envs step in this process; `async`: one process per env (shared memory)"""
+
+    # Algorithm specific arguments
+    env_id: str = "CartPole-v1"
+    """the id of the environment"""
+    total_timesteps: int = 500000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
+    num_envs: int = 4
+    """the number of parallel game environments"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    anneal_lr: bool = True
+    """Toggle learning rate annealing for policy and value networks"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """Toggles advantages normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """Toggles whether or not to use a clipped loss for the value function, as per the paper."""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping"""
+    target_kl: float | None = None
+    """the target KL divergence threshold"""
+
+    # to be filled in runtime (not command-line flags)
+    batch_size: tyro.conf.Suppress[int] = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: tyro.conf.Suppress[int] = 0
+    """the mini-batch size (computed in runtime)"""
+    num_iterations: tyro.conf.Suppress[int] = 0
+    """the number of iterations (computed in runtime)"""
+
+
+def make_env(env_id, idx, capture_video, run_name):
+    def thunk():
+        if capture_video and idx == 0:
+            env = gym.make(env_id, render_mode="rgb_array")
+            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+        else:
+            env = gym.make(env_id)
+        return env
+
+    return thunk
+
+
+def make_vector_env(args, run_name):
+    # Autoreset mode SAME_STEP: when an episode ends, the env is reset inside that same step() and the returned
+    # obs is already the first obs of the next episode (the last obs goes to infos["final_obs"]). So every step we
+    # store is a real transition, `dones[t]` marks that obs[t] starts a new episode, and GAE's
+    # `nextnonterminal = 1 - dones[t + 1]` never bootstraps across an episode boundary. The default NEXT_STEP mode
+    # would instead spend one extra step() per episode on the reset, whose action is ignored and whose (zero-reward)
+    # "transition" would otherwise enter the batch. Truncation (CartPole's 500-step limit) is treated like
+    # termination, as in CleanRL: no bootstrap from the final obs.
+    env_fns = [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)]
+    if args.vector_env == "async":
+        envs = gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    else:
+        envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    # the vector-level wrapper reads the autoreset mode from the vector env and counts SAME_STEP episodes right:
+    # infos["episode"]["r"/"l"] holds the finished episodes' stats where the mask infos["_episode"] is True
+    # (a per-env RecordEpisodeStatistics would hide them in infos["final_info"] in this mode)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    def __init__(self, envs):
+        super().__init__()
+        obs_dim = np.array(envs.single_observation_space.shape).prod()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, envs.single_action_space.n), std=0.01),
+        )
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    def get_action_and_value(self, x, action=None):
+        logits = self.actor(x)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+
+
+def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    """Generalized advantage estimation over one rollout; all tensors are [num_steps, num_envs] ([num_envs] for
+    next_value/next_done). `dones[t]` = 1 means obs[t] is the first observation of a new episode, so the step
+    t-1 -> t ended an episode and must not bootstrap from values[t]."""
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    returns = advantages + values
+    return advantages, returns
+
+
+def raise_keyboard_interrupt(signum, frame):
+    # SIGTERM (e.g. from a job scheduler) stops the run the same way Ctrl-C does: logs closed, model saved
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+
+    # ---- input checks: bad input stops here with one `error: ...` line, before any file is written ----
+    check_positive(
+        num_envs=args.num_envs,
+        num_steps=args.num_steps,
+        num_minibatches=args.num_minibatches,
+        update_epochs=args.update_epochs,
+        total_timesteps=args.total_timesteps,
+        learning_rate=args.learning_rate,
+    )
+    check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
+    check_env_id(args.env_id)
+    probe_env = make_probe_env(args.env_id)
+    check_box_observations(probe_env.observation_space, args.env_id)
+    check_discrete_actions(probe_env.action_space, args.env_id)
+    probe_env.close()
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401  (gymnasium's RecordVideo writes the files with it)
+        except ImportError:
+            fail("--capture-video needs moviepy: pip install -e '.[video]'")
+    if args.track:
+        try:
+            import wandb
+        except ImportError:
+            fail("--track needs wandb: pip install -e '.[track]'")
+
+    args.batch_size = int(args.num_envs * args.num_steps)
+    args.minibatch_size = int(args.batch_size // args.num_minibatches)
+    args.num_iterations = args.total_timesteps // args.batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
+
+    # ---- setup: logging, seeding, envs, agent ----
+    if args.track:
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            sync_tensorboard=True,
+            config=vars(args),
+            name=run_name,
+            monitor_gym=True,
+            save_code=True,
+        )
+    writer = SummaryWriter(run_dir)
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+    )
+
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+
+    envs = make_vector_env(args, run_name)
+
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    # ALGO Logic: Storage setup
+    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
+    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+
+    # TRY NOT TO MODIFY: start the game
+    global_step = 0
+    start_time = time.time()
+    next_obs, _ = envs.reset(seed=args.seed)
+    next_obs = torch.Tensor(next_obs).to(device)
+    next_done = torch.zeros(args.num_envs).to(device)
+    recent_returns = deque(maxlen=20)
+    show_bar = args.progress_bar and sys.stdout.isatty()
+    bar = tqdm(total=args.num_iterations * args.batch_size, unit="step", file=sys.stdout, disable=not show_bar)
+
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
+    interrupted = False
+    try:
+        for iteration in range(1, args.num_iterations + 1):
+            # Annealing the rate if instructed to do so.
+            if args.anneal_lr:
+                frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                lrnow = frac * args.learning_rate
+                optimizer.param_groups[0]["lr"] = lrnow
+
+            # ---- rollout ----
+            for step in range(0, args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
+                dones[step] = next_done
+
+                # ALGO LOGIC: action logic
+                with torch.no_grad():
+                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                    values[step] = value.flatten()
+                actions[step] = action
+                logprobs[step] = logprob
+
+                # TRY NOT TO MODIFY: execute the game and log data.
+                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+                next_done = np.logical_or(terminations, truncations)
+                rewards[step] = torch.tensor(reward).to(device).view(-1)
+                next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+
+                if "_episode" in infos:
+                    for i in np.flatnonzero(infos["_episode"]):
+                        episodic_return = float(infos["episode"]["r"][i])
+                        recent_returns.append(episodic_return)
+                        writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                        writer.add_scalar("charts/episodic_length", int(infos["episode"]["l"][i]), global_step)
+
+            # ---- advantages: bootstrap value if not done ----
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs).reshape(1, -1)
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
+
+            # flatten the batch
+            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+            b_logprobs = logprobs.reshape(-1)
+            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            # ---- update: optimizing the policy and value network ----
+            b_inds = np.arange(args.batch_size)
+            clipfracs = []
+            for epoch in range(args.update_epochs):
+                np.random.shuffle(b_inds)
+                for start in range(0, args.batch_size, args.minibatch_size):
+                    end = start + args.minibatch_size
+                    mb_inds = b_inds[start:end]
+
+                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                        b_obs[mb_inds], b_actions.long()[mb_inds]
+                    )
+                    logratio = newlogprob - b_logprobs[mb_inds]
+                    ratio = logratio.exp()
+
+                    with torch.no_grad():
+                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+                    # Policy loss
+                    pg_loss1 = -mb_advantages * ratio
+                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                    # Value loss
+                    newvalue = newvalue.view(-1)
+                    if args.clip_vloss:
+                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                        v_clipped = b_values[mb_inds] + torch.clamp(
+                            newvalue - b_values[mb_inds],
+                            -args.clip_coef,
+                            args.clip_coef,
+                        )
+                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                        v_loss = 0.5 * v_loss_max.mean()
+                    else:
+                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                    optimizer.step()
+
+                if args.target_kl is not None and approx_kl > args.target_kl:
+                    break
+
+            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            var_y = np.var(y_true)
+            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+            # ---- logging ----
+            sps = int(global_step / (time.time() - start_time))
+            mean_return = np.mean(recent_returns) if recent_returns else float("nan")
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if show_bar:
+                bar.update(args.batch_size)
+                bar.set_postfix(SPS=sps, recent_return=f"{mean_return:.1f}")
+            else:
+                print(f"global_step={global_step}, SPS={sps}, mean_return_last_{len(recent_returns)}={mean_return:.1f}")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        # also on Ctrl-C/SIGTERM: keep what was learned and logged so far
+        bar.close()
+        if args.save_model:
+            # weights plus what identifies them; written to a temporary file first, so a kill mid-write
+            # never leaves a truncated model behind
+            model_path = os.path.join(run_dir, f"{args.exp_name}.cleanrl_model")
+            torch.save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, model_path + ".tmp")
+            os.replace(model_path + ".tmp", model_path)
+            print(f"model saved to {model_path}")
+        envs.close()
+        writer.close()
+        if args.track:
+            wandb.finish()
+
+    if interrupted:
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,278 @@
+"""cleanrl/ppo.py: it learns CartPole, GAE, SAME_STEP episode statistics, repeatability, saving, stopping, bad input."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from helpers import (
+    CHART_TAGS,
+    LOSS_TAGS,
+    REPO_ROOT,
+    assert_one_line_error,
+    find_run_dir,
+    load_script,
+    read_scalars,
+    run_on_terminal_until,
+    run_script,
+)
+
+SCRIPT = "cleanrl/ppo.py"
+FAST = {"OMP_NUM_THREADS": "1"}  # a 64-unit MLP gains nothing from more threads; on 2 busy cores it loses a lot
+
+ppo = load_script(SCRIPT, "ppo_under_test")
+
+
+# ---------------------------------------------------------------- learning test
+
+# Seeded hyperparameters that solve CartPole-v1 well inside 100k steps (the script's defaults are CleanRL's).
+LEARNING_ARGS = ["--seed", "1", "--total-timesteps", "100000"]
+
+
+def test_learns_cartpole_within_100k_steps(tmp_path):
+    start = time.monotonic()
+    result = run_script(
+        [SCRIPT, *LEARNING_ARGS, "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=300, env=FAST
+    )
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = find_run_dir(tmp_path / "runs")
+    returns = read_scalars(run_dir, "charts/episodic_return")
+    last_20 = [value for _, value in returns[-20:]]
+    mean_last_20 = float(np.mean(last_20))
+    print(f"learning test: {elapsed:.0f}s, {len(returns)} episodes, mean return of the last 20: {mean_last_20:.1f}")
+    assert len(last_20) == 20
+    assert max(step for step, _ in returns) <= 100_000
+    assert mean_last_20 >= 195, f"mean return of the last 20 episodes {mean_last_20:.1f} < 195"
+    # CartPole pays 1 per step: every logged episode's return equals its length (both from the SAME_STEP stats)
+    lengths = [value for _, value in read_scalars(run_dir, "charts/episodic_length")]
+    assert lengths == [value for _, value in returns]
+    for tag in LOSS_TAGS + CHART_TAGS:
+        assert read_scalars(run_dir, tag), f"{tag} not logged"
+
+
+# ---------------------------------------------------------------- GAE, against definitions independent of its loop
+
+
+def random_rollout(num_steps=12, num_envs=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.rand(num_steps, num_envs, generator=g)
+    values = torch.rand(num_steps, num_envs, generator=g)
+    dones = (torch.rand(num_steps, num_envs, generator=g) < 0.25).float()
+    next_value = torch.rand(1, num_envs, generator=g)
+    next_done = torch.tensor([0.0, 1.0, 0.0])
+    return rewards, values, dones, next_value, next_done
+
+
+def test_gae_with_lambda_1_gives_discounted_returns_within_each_episode():
+    rewards, values, dones, next_value, next_done = random_rollout()
+    gamma = 0.9
+    _, returns = ppo.compute_gae(rewards, values, dones, next_value, next_done, gamma, 1.0)
+    num_steps, num_envs = rewards.shape
+    all_dones = torch.cat([dones, next_done.unsqueeze(0)])  # all_dones[t + 1]: step t ended its episode
+    for env in range(num_envs):
+        for t in range(num_steps):
+            expected, discount = 0.0, 1.0
+            for k in range(t, num_steps):
+                expected += discount * rewards[k, env].item()
+                discount *= gamma
+                if all_dones[k + 1, env]:
+                    break
+            else:  # the episode goes on past the rollout: bootstrap from the value of the next observation
+                expected += discount * next_value[0, env].item()
+            assert returns[t, env].item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_gae_with_lambda_0_is_the_one_step_td_error():
+    rewards, values, dones, next_value, next_done = random_rollout(seed=1)
+    gamma = 0.97
+    advantages, _ = ppo.compute_gae(rewards, values, dones, next_value, next_done, gamma, 0.0)
+    next_values = torch.cat([values[1:], next_value])
+    not_ended = 1.0 - torch.cat([dones[1:], next_done.unsqueeze(0)])
+    torch.testing.assert_close(advantages, rewards + gamma * next_values * not_ended - values)
+
+
+# ---------------------------------------------------------------- episode statistics with SAME_STEP autoreset
+
+EPISODE_LEN = 3
+
+
+class CountingEnv(gym.Env):
+    """Observation = step index within the episode; reward = the action; terminates after EPISODE_LEN steps."""
+
+    observation_space = gym.spaces.Box(0, EPISODE_LEN, (1,), np.float32)
+    action_space = gym.spaces.Discrete(5)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.t], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], dtype=np.float32), float(action), self.t == EPISODE_LEN, False, {}
+
+
+gym.register("PPOClassicTestCounting-v0", entry_point=CountingEnv)
+
+
+@pytest.mark.parametrize("vector_env", ["sync", "async"])
+def test_same_step_episode_stats_and_reset_observations(vector_env):
+    num_envs = 2
+    args = ppo.Args(env_id="PPOClassicTestCounting-v0", num_envs=num_envs, vector_env=vector_env)
+    envs = ppo.make_vector_env(args, "test")
+    try:
+        assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
+        envs.reset(seed=0)
+        actions = np.arange(1, num_envs + 1)  # env i always takes action i + 1, so its returns tell it apart
+        for step in range(1, 4 * EPISODE_LEN + 1):
+            next_obs, _, terminations, _, infos = envs.step(actions)
+            episode_ended = step % EPISODE_LEN == 0
+            assert terminations.tolist() == [episode_ended] * num_envs
+            # the step that ends an episode already returns the next episode's first observation
+            assert next_obs[:, 0].tolist() == [step % EPISODE_LEN] * num_envs
+            if episode_ended:
+                assert infos["_episode"].tolist() == [True] * num_envs
+                assert infos["episode"]["r"].tolist() == (actions * EPISODE_LEN).tolist()
+                assert infos["episode"]["l"].tolist() == [EPISODE_LEN] * num_envs
+            else:
+                assert "_episode" not in infos
+    finally:
+        envs.close()
+
+
+# ---------------------------------------------------------------- short runs: repeatability, saving, scalars
+
+
+def short_run(tmp_path, name, *extra):
+    runs = tmp_path / name
+    result = run_script(
+        [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512", "--runs-dir", str(runs), *extra],
+        cwd=tmp_path, timeout=300, env=FAST,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return find_run_dir(runs)
+
+
+@pytest.fixture(scope="module")
+def short_runs(tmp_path_factory):
+    """Three short runs at once: seed 1 saving its model, seed 1 again, seed 2."""
+    tmp_path = tmp_path_factory.mktemp("short_runs")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        first = pool.submit(short_run, tmp_path, "first", "--seed", "1", "--save-model")
+        again = pool.submit(short_run, tmp_path, "again", "--seed", "1")
+        other = pool.submit(short_run, tmp_path, "other", "--seed", "2")
+        return first.result(), again.result(), other.result()
+
+
+def test_same_seed_logs_identical_losses(short_runs):
+    first, again, other = short_runs
+    losses = {name: [read_scalars(run, tag) for tag in LOSS_TAGS] for name, run in zip(("1", "1'", "2"), short_runs)}
+    assert all(losses["1"]), "a loss was not logged"
+    assert [step for step, _ in losses["1"][0]] == [128, 256, 384, 512]
+    assert losses["1"] == losses["1'"]
+    assert losses["1"] != losses["2"]  # the check can fail: another seed gives other losses
+
+
+def test_short_run_logs_every_scalar_and_anneals_the_learning_rate(short_runs):
+    run = short_runs[0]
+    assert run.name.startswith("CartPole-v1__ppo__1__")
+    for tag in LOSS_TAGS + CHART_TAGS:
+        assert read_scalars(run, tag), f"{tag} not logged"
+    lr = [value for _, value in read_scalars(run, "charts/learning_rate")]
+    assert lr[0] == pytest.approx(2.5e-4) and lr == sorted(lr, reverse=True) and lr[-1] < lr[0]
+
+
+def test_save_model_writes_weights_that_load_into_the_agent(short_runs):
+    model_path = short_runs[0] / "ppo.cleanrl_model"
+    assert model_path.is_file()
+    assert not (short_runs[1] / "ppo.cleanrl_model").exists()  # only with --save-model
+    saved = torch.load(model_path, weights_only=True)
+    assert saved["env_id"] == "CartPole-v1" and saved["exp_name"] == "ppo"
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")])
+    agent = ppo.Agent(envs)
+    agent.load_state_dict(saved["model"])  # strict: every weight present, with the right shape
+    assert not torch.equal(agent.actor[-1].weight, ppo.Agent(envs).actor[-1].weight)
+    envs.close()
+
+
+# ---------------------------------------------------------------- on a terminal, stopped with SIGTERM
+
+
+def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
+    returncode, output = run_on_terminal_until(
+        [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "10000000", "--save-model",
+         "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path, until="recent_return=", timeout=240, env=FAST,
+    )
+    assert returncode == 130, output[-2000:]
+    assert "SPS=" in output and "step" in output, output[-2000:]  # tqdm's bar with its postfix
+    assert "stopped at global step" in output and "Traceback" not in output, output[-2000:]
+    run_dir = find_run_dir(tmp_path / "runs")
+    assert (run_dir / "ppo.cleanrl_model").is_file()
+    assert read_scalars(run_dir, "losses/value_loss")  # the writer was closed: its events are on disk
+
+
+def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
+    # stdout on a pipe: one plain line per iteration, never a bar
+    result = run_script(
+        [SCRIPT, "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "32", "--runs-dir", str(tmp_path)],
+        cwd=tmp_path, timeout=200, env=FAST,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "recent_return=" not in result.stdout + result.stderr and "\r" not in result.stdout + result.stderr
+    assert result.stdout.count("global_step=") == 2
+
+
+# ---------------------------------------------------------------- bad input: one line, no traceback, nothing written
+
+BAD_INPUT = {
+    "unknown env id": (["--env-id", "CartPol-v1"], "did you mean CartPole-v1"),
+    "continuous actions": (["--env-id", "Pendulum-v1"], "Box action space"),
+    "discrete observations": (["--env-id", "FrozenLake-v1"], "Discrete observation space"),
+    "missing env package": (["--env-id", "LunarLander-v3"], "needs a package that is not installed"),
+    "zero envs": (["--num-envs", "0"], "--num-envs must be positive"),
+    "negative steps": (["--num-steps", "-1"], "--num-steps must be positive"),
+    "zero minibatches": (["--num-minibatches", "0"], "--num-minibatches must be positive"),
+    "zero epochs": (["--update-epochs", "0"], "--update-epochs must be positive"),
+    "zero timesteps": (["--total-timesteps", "0"], "--total-timesteps must be positive"),
+    "batch not divisible": (["--num-minibatches", "3"], "not divisible by --num-minibatches 3"),
+    "less than one batch": (["--total-timesteps", "100"], "smaller than one batch"),
+    "unwritable run dir": (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),
+    "video without moviepy": (["--capture-video"], "pip install -e '.[video]'"),
+    "track without wandb": (["--track"], "pip install -e '.[track]'"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_input_results(tmp_path_factory):
+    """Every bad-input case, run at once (each start is mostly importing torch)."""
+    tmp_path = tmp_path_factory.mktemp("bad_input")
+    # moviepy, wandb and Box2D may be installed here: a module that fails to import stands in for a missing package
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    for name in ("moviepy", "wandb", "Box2D"):
+        (hide / f"{name}.py").write_text(f"raise ImportError('{name} hidden by the test')\n")
+    env = dict(FAST, PYTHONPATH=f"{hide}:{REPO_ROOT}")
+
+    def run(case):
+        cwd = tmp_path / case.replace(" ", "_")
+        cwd.mkdir()
+        argv, _ = BAD_INPUT[case]
+        runs_dir = [] if "--runs-dir" in argv else ["--runs-dir", str(cwd / "runs")]
+        return cwd, run_script([SCRIPT, *argv, *runs_dir], cwd=cwd, timeout=240, env=env)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(BAD_INPUT, pool.map(run, BAD_INPUT)))
+
+
+@pytest.mark.parametrize("case", BAD_INPUT)
+def test_bad_input_is_a_one_line_error(bad_input_results, case):
+    cwd, result = bad_input_results[case]
+    assert_one_line_error(result, BAD_INPUT[case][1])
+    # stopped before any work: no run directory, no video folder
+    assert not (cwd / "runs").exists() and not (cwd / "videos").exists()
