@@ -35,7 +35,8 @@ import tyro
 from torch.distributions.categorical import Categorical
 from tqdm import tqdm
 
-from cleanrl_utils.atari_wrappers import make_atari_env
+from cleanrl_utils.placement import plan_threads, use_threads
+from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 from cleanrl_utils.checks import check_atari_env_id, check_positive, fail, prepare_run_dir
 
 CHECKPOINT_FORMAT = 1
@@ -76,7 +77,10 @@ class Args:
     device_ids: Optional[list[int]] = None
     """the CUDA device of each local rank of a node, e.g. `0 0 1 1` (2 ranks per GPU); default: local rank % GPUs"""
     torch_threads: Optional[int] = None
-    """torch CPU threads per rank (default: the cores of this machine // ranks on this node, at least 1)"""
+    """torch CPU threads per rank (default: 1 for the rollout's inference, cores of this machine // ranks on this
+    node for the update; cleanrl_utils/placement.py)"""
+    env_threads: int = 0
+    """C++ stepping threads of each rank's ale/envpool pool (0: cores of this machine // ranks on this node)"""
     dist_timeout: float = 600.0
     """seconds a rank waits for the others (joining the group, each collective) before it gives up with an error"""
     checkpoint_interval: int = 100
@@ -88,8 +92,9 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of the environment"""
-    vector_env: Literal["sync", "async"] = "sync"
-    """the vector env of each rank: `sync` (all envs in the rank's process) or `async` (one process per env)"""
+    vector_env: VectorEnvBackend = "sync"
+    """the vector env of each rank: `sync` / `async` (Python wrappers, in the rank's process / one process per env),
+    `ale` (ale-py's C++ threads) or `envpool`; same semantics for all (cleanrl_utils/vector_envs.py)"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments (all ranks together)"""
     learning_rate: float = 2.5e-4
@@ -282,26 +287,13 @@ def _read_text(path: str) -> Optional[str]:
         return None
 
 
-def make_env(env_id: str, idx: int, capture_video: bool, run_name: str):
-    def thunk():
-        if capture_video and idx == 0:
-            env = make_atari_env(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
-        else:
-            env = make_atari_env(env_id)
-        return env
-
-    return thunk
-
-
-def make_vector_env(args: Args, run_name: Optional[str], rank: int) -> gym.vector.VectorEnv:
+def make_vector_env(args: Args, run_name: Optional[str], rank: int, env_threads: int = 0) -> gym.vector.VectorEnv:
     """This rank's `local_num_envs` games (only rank 0 may record a video)."""
-    video = args.capture_video and rank == 0
-    env_fns = [make_env(args.env_id, i, video, run_name or "") for i in range(args.local_num_envs)]
-    autoreset = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
-    if args.vector_env == "async":
-        return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, **autoreset)
-    return gym.vector.SyncVectorEnv(env_fns, **autoreset)
+    return make_atari_vector_env(
+        args.vector_env, args.env_id, args.local_num_envs, env_threads=env_threads,
+        seed=args.seed + rank * args.local_num_envs, capture_video=args.capture_video and rank == 0,
+        run_name=run_name or "",
+    )
 
 
 def episode_stats(infos: dict) -> list[tuple[float, int]]:
@@ -665,9 +657,11 @@ if __name__ == "__main__":
             import wandb
         except ImportError:
             fail("--track needs wandb: pip install -e '.[track]'")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = args.torch_threads or max(1, cores // info.local_world_size)
-    torch.set_num_threads(threads)
+    if args.env_threads < 0:
+        fail("--env-threads must be >= 0 (0: sized to the machine)")
+    check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
+    threads = plan_threads(args.local_num_envs, args.env_threads, args.torch_threads or 0, info.local_world_size)
+    use_threads(threads.learning_threads)
 
     # TRY NOT TO MODIFY: seeding (rank 0 of a 1-process run draws exactly like ppo_atari.py)
     random.seed(args.seed + info.rank)
@@ -676,7 +670,7 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     run_name = resolve_run_name(args) if rank0 else None
-    envs = make_vector_env(args, run_name, info.rank)  # before the process group: async envs fork no comm threads
+    envs = make_vector_env(args, run_name, info.rank, threads.env_threads)  # before the process group: async envs fork no comm threads
     writer = None
     exit_code = 0
     try:
@@ -720,7 +714,7 @@ if __name__ == "__main__":
         broadcast_parameters(agent, info.world_size)  # identical start on every rank
 
         if rank0:
-            how = f"{backend}, {device.type}, {threads} torch threads per rank"
+            how = f"{backend}, {device.type}, per rank {threads.describe()}"
             print(
                 f"run {run_name}: world size {info.world_size} ({how}); envs: {args.local_num_envs} per rank, "
                 f"{args.num_envs} in all ({args.vector_env}); batch {args.batch_size} ({args.local_batch_size} per "
@@ -795,10 +789,12 @@ if __name__ == "__main__":
                     lrnow = frac * args.learning_rate
                     optimizer.param_groups[0]["lr"] = lrnow
 
-                # ROLLOUT (each rank its own envs)
+                # ROLLOUT (each rank its own envs; one torch thread for the small inference batches)
+                use_threads(threads.inference_threads)
                 next_obs, next_done, episodes = collect_rollout(
                     envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device
                 )
+                use_threads(threads.learning_threads)
 
                 # ADVANTAGE: bootstrap value if not done
                 with torch.inference_mode():
