@@ -74,6 +74,8 @@ class Args:
     """C++ stepping threads of an ale/envpool pool (0: one per core of this process)"""
     torch_threads: int = 0
     """torch threads (0: 1 for the rollout's inference, all cores of this process for the update)"""
+    compile: bool = False
+    """torch.compile the network (a first call of 10+ s and a C compiler; see docs/throughput.md for the gain)"""
     total_timesteps: int = 10000000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -147,10 +149,11 @@ class Agent(nn.Module):
     """The Nature CNN with a policy and a value head. Takes uint8 frames; converts to float only here.
 
     The convolutions run in the `channels_last` memory format: on CPU (oneDNN) training is about twice as fast
-    as in the default layout, and on recent GPUs it is the layout tensor cores prefer.
+    as in the default layout, and on recent GPUs it is the layout tensor cores prefer. (`memory_format` is a
+    parameter only so that the throughput benchmark can time the other layout.)
     """
 
-    def __init__(self, envs):
+    def __init__(self, envs, memory_format=torch.channels_last):
         super().__init__()
         self.network = nn.Sequential(
             layer_init(nn.Conv2d(4, 32, 8, stride=4)),
@@ -165,10 +168,11 @@ class Agent(nn.Module):
         )
         self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(512, 1), std=1)
-        self.to(memory_format=torch.channels_last)
+        self.memory_format = memory_format
+        self.to(memory_format=memory_format)
 
     def hidden(self, x):
-        x = x.to(torch.float32).div_(255.0).contiguous(memory_format=torch.channels_last)
+        x = x.to(torch.float32).div_(255.0).contiguous(memory_format=self.memory_format)
         return self.network(x)
 
     def get_value(self, x):
@@ -372,6 +376,9 @@ if __name__ == "__main__":
     else:
         envs = make_vector_env(args, run_name, threads.env_threads)
     agent = Agent(envs).to(device)
+    if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
+        agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
+        agent.get_value = torch.compile(agent.get_value, dynamic=False)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network

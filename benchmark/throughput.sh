@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Throughput benchmark, one command (docs/throughput.md explains the numbers and the targets):
+#   physical bound (raw emulator x cores), env-only steps/s per backend at 8/16/32 envs, the Nature CNN's
+#   inference/training samples/s per form (layout, torch.compile, threads) and PPO's compute bound, end-to-end SPS
+#   of cleanrl/ppo_atari.py per backend with and without --overlap (time split, CPU/GPU utilisation, peak RSS),
+#   and 1 vs 2 torchrun ranks of cleanrl/ppo_atari_multigpu.py.
+# Writes docs/benchmarks/throughput_<machine>.md, .json and two PNG plots (needs the `plot` extra: matplotlib).
+# About 10 minutes on a 2-core CPU machine; runs unchanged on a GPU machine (the network then runs on cuda).
+# Extra flags go to the module, e.g. `bash benchmark/throughput.sh --tag mybox --no-compile --seconds 5`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m cleanrl_utils.throughput "$@"

@@ -1,0 +1,579 @@
+"""Sampling and training throughput of the PPO Atari stack, in one run (driven by benchmark/throughput.sh).
+
+Measures, on the machine it runs on (CPU only or with a GPU, any number of cores):
+
+1. the physical bound: raw emulator frames/s on one core (no preprocessing) x usable cores / frame skip 4;
+2. env-only agent steps/s of every vector env backend at 8, 16 and 32 envs (random actions);
+3. the Nature CNN of ``cleanrl/ppo_atari.py``: inference samples/s (a batch of ``num_envs`` frames, as in the
+   rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
+   without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
+   ``1 / (1/inference + epochs/training)`` agent steps/s;
+4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, with and without
+   ``--overlap``, its time split (env / inference / learning, from the script's ``perf:`` line), the average CPU
+   utilisation of the machine, GPU utilisation when there is a GPU, and peak resident memory (process tree);
+5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
+
+Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import psutil
+import torch
+import tyro
+
+from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
+from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "cleanrl" / "ppo_atari.py"
+MULTIGPU_SCRIPT = REPO / "cleanrl" / "ppo_atari_multigpu.py"
+TARGET = 0.85
+
+
+@dataclass
+class Args:
+    out_dir: str = "docs/benchmarks"
+    """where the markdown table and the PNG plots go"""
+    tag: Optional[str] = None
+    """name of this machine in the file names (default: cpu{cores} or the GPU's name)"""
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the game"""
+    env_counts: list[int] = field(default_factory=lambda: [8, 16, 32])
+    """env counts of the env-only measurement"""
+    backends: list[str] = field(default_factory=lambda: ["sync", "async", "ale", "envpool"])
+    """vector env backends to measure (envpool is left out when not installed)"""
+    seconds: float = 3.0
+    """length of each env-only and network measurement"""
+    num_envs: int = 8
+    """envs of the end-to-end runs and batch of the inference measurement (ppo_atari.py's default)"""
+    update_epochs: int = 4
+    """PPO epochs for the compute bound (ppo_atari.py's default)"""
+    e2e_iterations: int = 5
+    """PPO iterations of each end-to-end run (of num_envs x 128 steps)"""
+    compile: bool = True
+    """also time torch.compile'd forms of the network"""
+    multigpu: bool = True
+    """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks (when the script exists)"""
+
+
+# ---------------------------------------------------------------- machine
+
+
+def machine() -> dict[str, Any]:
+    import ale_py
+    import gymnasium
+
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": usable_cores(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "ale-py": ale_py.__version__,
+        "gymnasium": gymnasium.__version__,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+        "load_average_at_start": os.getloadavg(),
+    }
+    if envpool_available():
+        import envpool
+
+        info["envpool"] = envpool.__version__
+    return info
+
+
+def timed_rate(fn: Callable[[], int], seconds: float, warmup: float = 0.5) -> float:
+    """Items per second of repeated ``fn()`` calls (each returns how many items it did) over ``seconds``."""
+    end = time.perf_counter() + warmup
+    while time.perf_counter() < end:
+        fn()
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        done += fn()
+    return done / (time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------- environments
+
+
+def emulator_frames_per_second(env_id: str, seconds: float) -> float:
+    """Raw emulator frames/s on one core: ALEInterface.act with random actions, no preprocessing."""
+    import ale_py
+    from ale_py import roms
+
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    ale = ale_py.ALEInterface()
+    ale.setInt("random_seed", 0)
+    ale.loadROM(roms.get_rom_path(ale_game(env_id)))
+    actions = ale.getMinimalActionSet()
+    rng = np.random.default_rng(0)
+    choice = [actions[i] for i in rng.integers(0, len(actions), 4096)]
+
+    def run() -> int:
+        for action in choice[:256]:
+            ale.act(action)
+            if ale.game_over():
+                ale.reset_game()
+        choice.append(choice.pop(0))
+        return 256
+
+    return timed_rate(run, seconds)
+
+
+def env_steps_per_second(backend: str, env_id: str, num_envs: int, seconds: float) -> float:
+    threads = plan_threads(num_envs)
+    envs = make_atari_vector_env(backend, env_id, num_envs, env_threads=threads.env_threads)
+    try:
+        envs.reset(seed=0)
+        actions = np.random.default_rng(0).integers(0, envs.single_action_space.n, (64, num_envs))
+        step = [0]
+
+        def run() -> int:
+            envs.step(actions[step[0] % 64])
+            step[0] += 1
+            return num_envs
+
+        return timed_rate(run, seconds)
+    finally:
+        envs.close()
+
+
+# ---------------------------------------------------------------- network
+
+
+def load_agent_class():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ppo_atari_for_throughput", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Agent
+
+
+class _Spaces:  # what Agent reads from the vector env
+    class single_action_space:  # noqa: N801
+        n = 4
+
+
+def network_rates(num_envs: int, seconds: float, try_compile: bool) -> list[dict[str, Any]]:
+    """Inference and training samples/s of the Nature CNN per form (layout, compile, threads)."""
+    agent_class = load_agent_class()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    cores = plan_threads(num_envs).cores
+    forms = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
+    if try_compile:
+        forms += [("channels_last+compile", torch.channels_last, True)]
+    rows = []
+    rng = np.random.default_rng(0)
+    frames_cpu = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
+    batch = torch.as_tensor(rng.integers(0, 255, (256, 4, 84, 84), dtype=np.uint8), device=device)
+    batch_actions = torch.as_tensor(rng.integers(0, 4, 256), device=device)
+    for name, memory_format, compiled in forms:
+        torch.manual_seed(0)
+        agent = agent_class(_Spaces, memory_format=memory_format).to(device)
+        forward = torch.compile(agent.get_action_and_value) if compiled else agent.get_action_and_value
+        optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
+
+        def infer() -> int:
+            with torch.inference_mode():
+                action, _, _, _ = forward(frames_cpu.to(device))
+                action.cpu()
+            return num_envs
+
+        def train() -> int:
+            _, logprob, entropy, value = forward(batch, batch_actions)
+            loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * (value**2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+            optimizer.step()
+            sync()
+            return 256
+
+        try:
+            start = time.perf_counter()
+            infer(), train()  # compile (if any) happens here
+            compile_s = time.perf_counter() - start
+            for threads in sorted({1, cores}):
+                use_threads(threads)
+                rows.append({"form": name, "threads": threads, "inference": timed_rate(infer, seconds),
+                             "training": timed_rate(train, seconds), "warmup_s": compile_s})
+        except Exception as exc:  # compile needs a C compiler and may fail on some machines: report, go on
+            rows.append({"form": name, "threads": 0, "inference": 0.0, "training": 0.0, "error": repr(exc)[:200]})
+    use_threads(cores)
+    return rows
+
+
+# ---------------------------------------------------------------- end to end
+
+
+class Sampler:
+    """Samples machine CPU %, GPU % (nvidia-smi) and the resident memory of a process tree in the background."""
+
+    def __init__(self, pid: int):
+        self.process = psutil.Process(pid)
+        self.cpu: list[float] = []
+        self.gpu: list[float] = []
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._nvidia_smi = shutil.which("nvidia-smi") if torch.cuda.is_available() else None
+
+    def __enter__(self) -> "Sampler":
+        psutil.cpu_percent(None)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.cpu.append(psutil.cpu_percent(None))
+            try:
+                tree = [self.process] + self.process.children(recursive=True)
+                self.peak_rss = max(self.peak_rss, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            if self._nvidia_smi:
+                out = subprocess.run(
+                    [self._nvidia_smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"],
+                    capture_output=True, text=True,
+                ).stdout.strip()
+                if out.isdigit():
+                    self.gpu.append(float(out))
+
+
+def run_and_sample(command: list[str], cwd: str, timeout: float) -> tuple[str, Sampler, float]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with Sampler(proc.pid) as sampler:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            out += f"\n(timed out after {timeout:.0f} s)"
+    if proc.returncode != 0:
+        print(f"  failed ({proc.returncode}): {' '.join(command)}\n{out[-1500:]}", flush=True)
+    return out, sampler, time.perf_counter() - start
+
+
+def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[str, Any]:
+    steps = args.e2e_iterations * args.num_envs * 128
+    command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
+               "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", os.path.join(workdir, "runs"),
+               "--env-id", args.env_id]
+    if overlap:
+        command.append("--overlap")
+    out, sampler, wall = run_and_sample(command, workdir, timeout=300)
+    match = re.search(r"^perf: (.*)$", out, re.M)
+    row: dict[str, Any] = {"backend": backend + (" --overlap" if overlap else ""), "wall_s": wall}
+    if match is None:
+        row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
+        return row
+    fields = dict(item.split("=") for item in match.group(1).split())
+    seconds = float(fields["seconds"])
+    row.update(
+        sps=float(fields["SPS"]),
+        seconds=seconds,
+        env=float(fields.get("env", 0)),
+        inference=float(fields.get("inference", 0)),
+        learn=float(fields.get("learn", 0)),
+        cpu_percent=float(np.mean(sampler.cpu)) if sampler.cpu else float("nan"),
+        gpu_percent=float(np.mean(sampler.gpu)) if sampler.gpu else None,
+        peak_rss_mib=sampler.peak_rss / 2**20,
+    )
+    row["other"] = max(0.0, seconds - row["env"] - row["inference"] - row["learn"])
+    return row
+
+
+def multigpu_sps(ranks: int, args: Args, workdir: str) -> dict[str, Any]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    steps = args.e2e_iterations * args.num_envs * 128
+    runs = os.path.join(workdir, f"runs_multigpu_{ranks}")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
+               str(MULTIGPU_SCRIPT), "--num-envs", str(args.num_envs), "--total-timesteps", str(steps),
+               "--no-progress-bar", "--runs-dir", runs, "--env-id", args.env_id]
+    out, sampler, wall = run_and_sample(command, workdir, timeout=300)
+    row: dict[str, Any] = {"ranks": ranks, "wall_s": wall,
+                           "cpu_percent": float(np.mean(sampler.cpu)) if sampler.cpu else float("nan")}
+    run_dirs = [p for p in Path(runs).glob("*") if p.is_dir()] if os.path.isdir(runs) else []
+    sps = []
+    for run_dir in run_dirs:
+        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        acc.Reload()
+        if "charts/SPS" in acc.Tags()["scalars"]:
+            sps.append(acc.Scalars("charts/SPS")[-1].value)
+    if sps:
+        row["sps"] = max(sps)
+    else:
+        row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
+    return row
+
+
+# ---------------------------------------------------------------- report
+
+
+def fmt(x: Optional[float], digits: int = 0) -> str:
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def verdict(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -> Path:
+    m = results["machine"]
+    lines = [
+        f"# Throughput on `{tag}`",
+        "",
+        f"Written by `benchmark/throughput.sh` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}), "
+        f"game {args.env_id}, {results['duration_s']:.0f} s in all.",
+        "",
+        "| machine | |",
+        "|---|---|",
+    ]
+    for key, value in m.items():
+        if key.startswith("load_average"):
+            value = ", ".join(f"{v:.2f}" for v in value)
+        lines.append(f"| {key} | {value} |")
+    phys = results["physical"]
+    lines += [
+        "",
+        "## Physical bound",
+        "",
+        f"Raw emulator, one core, no preprocessing: **{phys['frames_per_second']:,.0f} frames/s** = "
+        f"{phys['frames_per_second'] / FRAME_SKIP:,.0f} agent steps/s per core; x {m['cores']} cores / frame skip "
+        f"{FRAME_SKIP} = **{phys['bound']:,.0f} agent steps/s**.",
+        "",
+        "## Env only (agent steps/s, random actions)",
+        "",
+        "| backend | " + " | ".join(f"{n} envs" for n in args.env_counts) + " |",
+        "|---|" + "---|" * len(args.env_counts),
+    ]
+    for backend, rates in results["env"].items():
+        lines.append(f"| {backend} | " + " | ".join(fmt(rates.get(str(n))) for n in args.env_counts) + " |")
+    lines += [
+        "",
+        f"## Network (Nature CNN; inference batch {args.num_envs}, training minibatch 256)",
+        "",
+        "| form | torch threads | inference samples/s | training samples/s | first call (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for row in results["network"]:
+        if "error" in row:
+            lines.append(f"| {row['form']} | - | failed: {row['error']} | | |")
+        else:
+            lines.append(f"| {row['form']} | {row['threads']} | {fmt(row['inference'])} | {fmt(row['training'])} "
+                         f"| {row['warmup_s']:.1f} |")
+    b = results["bounds"]
+    lines += [
+        "",
+        f"Fastest: inference {fmt(b['inference'])} samples/s ({b['inference_form']}), training "
+        f"{fmt(b['training'])} samples/s ({b['training_form']}). Compute bound of PPO at {args.update_epochs} "
+        f"epochs (one inference and {args.update_epochs} training passes per agent step): **{fmt(b['compute'])} "
+        f"SPS**. Combined with the physical env bound, one after the other: **{fmt(b['combined'])} SPS**.",
+        "",
+        f"## End to end: `ppo_atari.py`, {args.num_envs} envs, default hyperparameters, "
+        f"{args.e2e_iterations} iterations",
+        "",
+        "| configuration | SPS | % of combined bound | env s | inference s | learning s | other s | CPU % | GPU % "
+        "| peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in results["e2e"]:
+        if "error" in row:
+            lines.append(f"| {row['backend']} | failed: {row['error']} | | | | | | | | |")
+            continue
+        lines.append(
+            f"| {row['backend']} | {fmt(row['sps'])} | {100 * row['sps'] / b['combined']:.0f}% | {row['env']:.1f} "
+            f"| {row['inference']:.1f} | {row['learn']:.1f} | {row['other']:.1f} | {fmt(row['cpu_percent'])} "
+            f"| {fmt(row['gpu_percent'])} | {fmt(row['peak_rss_mib'])} |"
+        )
+    lines += ["", "## torchrun ranks: `ppo_atari_multigpu.py`", ""]
+    if results["multigpu"]:
+        lines += ["| ranks | SPS (all ranks) | CPU % | wall s |", "|---|---|---|---|"]
+        for row in results["multigpu"]:
+            lines.append(f"| {row['ranks']} | {fmt(row.get('sps')) if 'sps' in row else 'failed: ' + row['error']} "
+                         f"| {fmt(row['cpu_percent'])} | {row['wall_s']:.0f} |")
+    else:
+        lines.append("Not measured (`cleanrl/ppo_atari_multigpu.py` missing or `--no-multigpu`).")
+    lines += ["", "## Targets (ratios within this run)", "", "| target | measured | verdict |", "|---|---|---|"]
+    for name, measured, ok in results["targets"]:
+        lines.append(f"| {name} | {measured} | {verdict(ok) if ok is not None else 'n/a'} |")
+    lines += ["", f"Load average at the end: {', '.join(f'{v:.2f}' for v in results['load_average_at_end'])}.", ""]
+    lines += [f"![env-only steps/s](throughput_{tag}_env.png)", "", f"![end-to-end SPS](throughput_{tag}_e2e.png)", ""]
+    path = out_dir / f"throughput_{tag}.md"
+    path.write_text("\n".join(lines))
+    (out_dir / f"throughput_{tag}.json").write_text(json.dumps(results, indent=1, default=str))
+    return path
+
+
+def plot(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    backends = list(results["env"])
+    width = 0.8 / max(1, len(args.env_counts))
+    for k, n in enumerate(args.env_counts):
+        values = [results["env"][b].get(str(n), 0) or 0 for b in backends]
+        ax.bar(np.arange(len(backends)) + k * width, values, width, label=f"{n} envs")
+    ax.axhline(results["physical"]["bound"], color="k", ls="--", lw=1, label="physical bound")
+    ax.set_xticks(np.arange(len(backends)) + width * (len(args.env_counts) - 1) / 2, backends)
+    ax.set_ylabel("agent steps/s (env only)")
+    ax.set_title(f"Env-only throughput, {args.env_id}, {tag}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / f"throughput_{tag}_env.png", dpi=110)
+    plt.close(fig)
+
+    rows = [r for r in results["e2e"] if "sps" in r]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    names = [r["backend"] for r in rows]
+    ax1.barh(names, [r["sps"] for r in rows], color="tab:blue")
+    ax1.axvline(results["bounds"]["combined"], color="k", ls="--", lw=1, label="combined bound")
+    ax1.axvline(TARGET * results["bounds"]["combined"], color="r", ls=":", lw=1, label="85% of it")
+    ax1.set_xlabel("SPS (end to end)")
+    ax1.legend(fontsize=8)
+    left = np.zeros(len(rows))
+    for key, color in (("env", "tab:green"), ("inference", "tab:orange"), ("learn", "tab:purple"),
+                       ("other", "tab:gray")):
+        share = np.array([r[key] / r["seconds"] for r in rows])
+        ax2.barh(names, share, left=left, color=color, label=key)
+        left += share
+    ax2.set_xlabel("share of wall time")
+    ax2.set_yticks([])
+    ax2.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"ppo_atari.py, {args.num_envs} envs, {tag}")
+    fig.tight_layout()
+    fig.savefig(out_dir / f"throughput_{tag}_e2e.png", dpi=110)
+    plt.close(fig)
+
+
+def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optional[bool]]]:
+    phys = results["physical"]["bound"]
+    at16 = {b: r.get("16") for b, r in results["env"].items() if r.get("16")}
+    out: list[tuple[str, str, Optional[bool]]] = []
+    if at16:
+        best = max(at16, key=at16.get)
+        out.append((f"env only, best backend at 16 envs >= {TARGET:.0%} of the physical bound",
+                    f"{best}: {at16[best]:,.0f} = {at16[best] / phys:.0%} of {phys:,.0f}", at16[best] >= TARGET * phys))
+        if "sync" in at16:
+            out.append(("env only, best backend at 16 envs >= 2x sync", f"{at16[best] / at16['sync']:.1f}x",
+                        at16[best] >= 2 * at16["sync"]))
+    rows = [r for r in results["e2e"] if "sps" in r]
+    if rows:
+        best = max(rows, key=lambda r: r["sps"])
+        combined = results["bounds"]["combined"]
+        out.append((f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound",
+                    f"{best['backend']}: {best['sps']:,.0f} = {best['sps'] / combined:.0%} of {combined:,.0f}",
+                    best["sps"] >= TARGET * combined))
+        default = next((r for r in rows if r["backend"] == results["default_backend"]), None)
+        if default:
+            out.append(("rollout observations uint8; peak RSS of a default run",
+                        f"{default['peak_rss_mib']:,.0f} MiB ({results['default_backend']})", None))
+        if torch.cuda.is_available():
+            out.append(("GPU, 16 cores: >= 10,000 SPS end to end", f"{best['sps']:,.0f}", best["sps"] >= 10_000))
+    return out
+
+
+def default_backend() -> str:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ppo_atari_defaults", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Args().vector_env
+
+
+def main(args: Args) -> None:
+    start = time.perf_counter()
+    cores = usable_cores()
+    tag = args.tag or (re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(0)).strip("-") + f"_cpu{cores}"
+                       if torch.cuda.is_available() else f"cpu{cores}")
+    out_dir = REPO / args.out_dir if not os.path.isabs(args.out_dir) else Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    backends = [b for b in args.backends if b != "envpool" or envpool_available()]
+    results: dict[str, Any] = {"machine": machine(), "default_backend": default_backend()}
+    print(f"machine: {results['machine']}", flush=True)
+
+    fps = emulator_frames_per_second(args.env_id, args.seconds)
+    results["physical"] = {"frames_per_second": fps, "bound": fps * cores / FRAME_SKIP}
+    print(f"physical: {fps:,.0f} frames/s on one core -> bound {results['physical']['bound']:,.0f} steps/s", flush=True)
+
+    results["env"] = {}
+    for backend in backends:
+        results["env"][backend] = {}
+        for n in args.env_counts:
+            rate = env_steps_per_second(backend, args.env_id, n, args.seconds)
+            results["env"][backend][str(n)] = rate
+            print(f"env {backend:8s} {n:3d} envs: {rate:8,.0f} steps/s", flush=True)
+
+    results["network"] = network_rates(args.num_envs, args.seconds, args.compile)
+    ok = [r for r in results["network"] if "error" not in r]
+    best_inf = max(ok, key=lambda r: r["inference"])
+    best_train = max(ok, key=lambda r: r["training"])
+    compute = 1 / (1 / best_inf["inference"] + args.update_epochs / best_train["training"])
+    combined = 1 / (1 / results["physical"]["bound"] + 1 / compute)
+    results["bounds"] = {
+        "inference": best_inf["inference"], "inference_form": f"{best_inf['form']}, {best_inf['threads']} thread(s)",
+        "training": best_train["training"], "training_form": f"{best_train['form']}, {best_train['threads']} thread(s)",
+        "compute": compute, "combined": combined,
+    }
+    for row in results["network"]:
+        print(f"network {row}", flush=True)
+    print(f"bounds: {results['bounds']}", flush=True)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        results["e2e"] = []
+        for backend in backends:
+            for overlap in ([False, True] if backend != "sync" else [False]):
+                row = end_to_end(backend, overlap, args, workdir)
+                results["e2e"].append(row)
+                print(f"e2e {row}", flush=True)
+        results["multigpu"] = []
+        if args.multigpu and MULTIGPU_SCRIPT.exists():
+            for ranks in (1, 2):
+                row = multigpu_sps(ranks, args, workdir)
+                results["multigpu"].append(row)
+                print(f"multigpu {row}", flush=True)
+    results["targets"] = targets(results, args)
+    results["load_average_at_end"] = os.getloadavg()
+    results["duration_s"] = time.perf_counter() - start
+    path = write_report(results, args, out_dir, tag)
+    plot(results, args, out_dir, tag)
+    print(f"wrote {path} and its plots in {results['duration_s']:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
