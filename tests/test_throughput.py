@@ -1,0 +1,66 @@
+"""cleanrl_utils/throughput.py: the measurements run, and the report judges the targets from the numbers it gets."""
+
+from __future__ import annotations
+
+from cleanrl_utils import throughput
+from cleanrl_utils.throughput import Args, targets, write_report
+
+BREAKOUT = "BreakoutNoFrameskip-v4"
+
+
+def test_emulator_and_env_rates_are_measured():
+    fps = throughput.emulator_frames_per_second(BREAKOUT, seconds=0.3)
+    steps = throughput.env_steps_per_second("ale", BREAKOUT, 4, seconds=0.3)
+    assert fps > 100 and steps > 10
+    # an agent step is 4 emulator frames plus preprocessing: 4 envs can't beat 4 cores of raw emulation
+    assert steps < 4 * fps / 4
+
+
+def synthetic_results(best_env16: float, best_sps: float) -> dict:
+    machine = {"cpu": "test cpu", "cores": 2, "load_average_at_start": (0.5, 0.5, 0.5)}
+    e2e_row = {"backend": "ale --overlap", "sps": best_sps, "seconds": 10.0, "env": 2.0, "inference": 1.0,
+               "learn": 6.0, "other": 1.0, "cpu_percent": 95.0, "gpu_percent": None, "peak_rss_mib": 600.0}
+    return {
+        "machine": machine,
+        "default_backend": "ale --overlap",
+        "physical": {"frames_per_second": 8000.0, "bound": 4000.0},
+        "env": {"sync": {"8": 1400.0, "16": 1500.0, "32": 1500.0}, "ale": {"8": 2500.0, "16": best_env16, "32": 3000.0}},
+        "network": [{"form": "channels_last", "threads": 2, "inference": 9000.0, "training": 4000.0, "warmup_s": 0.4},
+                    {"form": "channels_last+compile", "threads": 0, "inference": 0.0, "training": 0.0,
+                     "error": "no compiler"}],
+        "bounds": {"inference": 9000.0, "inference_form": "channels_last, 2", "training": 4000.0,
+                   "training_form": "channels_last, 2", "compute": 900.0, "combined": 736.4},
+        "e2e": [e2e_row, {"backend": "async", "wall_s": 3.0, "error": "boom"}],
+        "multigpu": [{"ranks": 1, "backend": "ale", "sps": 500.0, "cpu_percent": 90.0, "wall_s": 20.0},
+                     {"ranks": 2, "backend": "ale", "wall_s": 5.0, "cpu_percent": 10.0, "error": "no rendezvous"}],
+        "load_average_at_end": (1.0, 1.0, 1.0),
+        "duration_s": 12.0,
+    }
+
+
+def test_targets_are_judged_against_the_bounds_of_the_same_run():
+    args = Args(env_counts=[8, 16, 32])
+    met = {name: ok for name, _, ok in targets(synthetic_results(best_env16=3500.0, best_sps=700.0), args)}
+    missed = {name: ok for name, _, ok in targets(synthetic_results(best_env16=2900.0, best_sps=600.0), args)}
+    env_target = "env only, best backend at 16 envs >= 85% of the physical bound"
+    e2e_target = "end to end, fastest configuration >= 85% of the combined bound"
+    assert met[env_target] and not missed[env_target]  # 3500 >= 0.85 * 4000 = 3400 > 2900
+    assert met[e2e_target] and not missed[e2e_target]  # 700 >= 0.85 * 736.4 = 626 > 600
+    sync_target = "env only, best backend at 16 envs >= 2x sync"
+    assert met[sync_target] and not missed[sync_target]  # 3500 / 1500 = 2.3, 2900 / 1500 = 1.9
+
+
+def test_report_and_plots_are_written(tmp_path):
+    args = Args(env_counts=[8, 16, 32])
+    results = synthetic_results(best_env16=3500.0, best_sps=700.0)
+    results["targets"] = targets(results, args)
+    path = write_report(results, args, tmp_path, "testbox")
+    throughput.plot(results, args, tmp_path, "testbox")
+    text = path.read_text()
+    assert "| ale | 2,500 | 3,500 | 3,000 |" in text
+    assert "| ale --overlap | 700 | 95% |" in text  # 700 / 736.4
+    assert "failed: boom" in text and "failed: no rendezvous" in text and "failed: no compiler" in text
+    assert "**met**" in text and "test cpu" in text
+    for png in ("throughput_testbox_env.png", "throughput_testbox_e2e.png"):
+        assert (tmp_path / png).stat().st_size > 5000
+    assert (tmp_path / "throughput_testbox.json").exists()
