@@ -532,8 +532,9 @@ if __name__ == "__main__":
     finally:
         progress.close()
         elapsed = time.time() - start_time
+        rate = global_step / max(elapsed, 1e-9)
         print(
-            f"perf: steps={global_step} seconds={elapsed:.2f} SPS={global_step / max(elapsed, 1e-9):.1f} "
+            f"perf: steps={global_step} seconds={elapsed:.2f} steps_per_second={rate:.1f} "
             + " ".join(f"{key}={seconds:.2f}" for key, seconds in total_timings.items()),
             flush=True,
         )

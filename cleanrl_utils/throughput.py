@@ -300,7 +300,7 @@ def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[st
     fields = dict(item.split("=") for item in match.group(1).split())
     seconds = float(fields["seconds"])
     row.update(
-        sps=float(fields["SPS"]),
+        sps=float(fields["steps_per_second"]),
         seconds=seconds,
         env=float(fields.get("env", 0)),
         inference=float(fields.get("inference", 0)),

@@ -18,7 +18,8 @@ The contract the scripts rely on, identical for all four:
 - ``terminated`` is True on a lost life while the game goes on (``EpisodicLifeEnv``: value bootstrapping stops there,
   the emulator is *not* reset), and on game over;
 - the statistics of every *full game* (all lives, unclipped rewards, length in agent steps) arrive on the step where
-  it ends in ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``) with the mask ``infos["final_info"]["_episode"]``;
+  it ends in ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``) with the mask
+  ``infos["final_info"]["_episode"]``;
 - ``step_async(actions)`` / ``step_wait()`` for overlapped sampling (a blocking step for ``sync``).
 
 The native pools run *without* their own ``episodic_life`` option: in ale-py it resets the whole game on every lost
