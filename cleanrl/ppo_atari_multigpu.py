@@ -27,6 +27,7 @@ from typing import Literal, Optional
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -416,7 +417,9 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
         yield [b_inds[start : start + size] for start in range(0, batch_size, size)]
 
 
-def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs, world_size):
+def ppo_update(
+    agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs, world_size
+):
     """The PPO epochs on this rank's share of the batch; `epochs` yields, per epoch, the minibatch index arrays.
 
     Every rank must run the same number of minibatches: each makes two collective calls (advantage moments,
@@ -634,6 +637,30 @@ def _on_signal(signum, frame):
         print("\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr, flush=True)
 
 
+def init_distributed(backend: str, info: DistInfo, timeout: timedelta) -> None:
+    """Join the process group; under torchrun, with keys of this restart attempt only.
+
+    torchrun's agent keeps one TCP store for all restarts of a job, with the keys of a failed attempt still in it
+    (pytorch/pytorch#135712, #167288): a restarted rank may read the address of its dead predecessor and fail or
+    hang. A prefix per attempt gives every attempt fresh keys. The attempt number is the same on all ranks of one
+    node; torchrun does not raise it on a node whose workers were healthy, so across nodes launch torchrun with
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (rank 0 then hosts a new store for each attempt and this is not needed).
+    """
+    if backend == "mpi" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        dist.init_process_group(backend, timeout=timeout)
+        return
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    store = dist.PrefixStore(f"ppo_atari_multigpu/attempt{attempt}/", store)
+    dist.init_process_group(backend, store=store, rank=info.rank, world_size=info.world_size, timeout=timeout)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its children (the async env workers)."""
+    me = psutil.Process()
+    return sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)])
+
+
 def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
 
@@ -670,13 +697,14 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     run_name = resolve_run_name(args) if rank0 else None
-    envs = make_vector_env(args, run_name, info.rank, threads.env_threads)  # before the process group: async envs fork no comm threads
+    # the envs come before the process group: async envs then fork no communication threads
+    envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
     writer = None
     exit_code = 0
     try:
         if info.launched:
             try:
-                dist.init_process_group(backend, timeout=timedelta(seconds=args.dist_timeout))
+                init_distributed(backend, info, timedelta(seconds=args.dist_timeout))
             except Exception as exc:
                 fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
         agent = Agent(envs).to(device)
@@ -722,6 +750,15 @@ if __name__ == "__main__":
                 f"{args.num_iterations} iterations; logs in {run_dir}",
                 flush=True,
             )
+            multi_node = info.world_size != info.local_world_size
+            if multi_node and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0 and (
+                os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+            ):
+                print(
+                    "note: for restarts across nodes, launch torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "
+                    "(see init_distributed)",
+                    flush=True,
+                )
             if not info.launched:
                 print(
                     "note: single process; to train data-parallel on N processes (GPUs), launch with "
@@ -767,7 +804,7 @@ if __name__ == "__main__":
 
         # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs *
         # iteration after a resume: the emulator states are not in the checkpoint, so the games start anew)
-        start_time, start_step, games = time.time(), global_step, 0
+        start_time, start_cpu, start_step, games = time.time(), cpu_seconds(), global_step, 0
         reset_seed = args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs
         next_obs, _ = envs.reset(seed=reset_seed)
         next_obs = torch.as_tensor(next_obs, device=device)
@@ -870,6 +907,12 @@ if __name__ == "__main__":
                     break
         finally:
             progress.close()
+
+        wall, cpu, steps = time.time() - start_time, cpu_seconds() - start_cpu, global_step - start_step
+        if rank0:
+            print(f"done: {steps} steps in {wall:.1f} s, SPS {int(steps / wall)}", flush=True)
+        usage = f"{cpu:.1f} s CPU in {wall:.1f} s = {cpu / wall:.2f} cores busy"
+        print(f"rank {info.rank}/{info.world_size}: {usage}", flush=True)
 
         # every rank reports the hash of its parameters (and the games its envs finished); rank 0 checks the hashes
         digest = param_hash(agent.state_dict())

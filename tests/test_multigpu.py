@@ -1,0 +1,327 @@
+"""cleanrl/ppo_atari_multigpu.py end to end on CPU with gloo: the issue's torchrun commands, identical ranks, two
+"nodes" on loopback, a killed worker under torchrun --max-restarts=1, SIGTERM then --resume, and bad input.
+
+Sizes are tiny (1-4 envs per rank, 16-32 steps) so the whole file stays within a few minutes on 2 cores. The
+update's equivalence with a single process is in test_multigpu_update.py.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gymnasium as gym
+import psutil
+import pytest
+import torch
+from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script
+
+SCRIPT = "cleanrl/ppo_atari_multigpu.py"
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the `torchrun` command of this venv
+ENV = {"OMP_NUM_THREADS": "1"}
+QUIET = ["--no-progress-bar", "--torch-threads", "1", "--vector-env", "sync", "--dist-timeout", "120"]
+# 2 ranks x 1 env x 16 steps: batch 32, 2 minibatches x 2 epochs = 4 optimizer steps per iteration
+TINY = ["--local-num-envs", "1", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "2"]
+TINY_BATCH, TINY_OPT_STEPS = 32, 4
+PER_ITERATION_TAGS = ["charts/SPS", "charts/learning_rate", *LOSS_TAGS]  # one value per iteration each
+HASH_LINE = re.compile(r"^rank (\d+)/(\d+): parameters sha256 ([0-9a-f]{64}), (\d+) games finished$", re.M)
+
+mg = load_script(SCRIPT, "ppo_atari_multigpu_under_test")
+
+
+def torchrun(nproc: int, *launcher: str) -> list[str]:
+    return [TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}", *launcher, SCRIPT]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_reports(output: str, world_size: int) -> dict[int, tuple[str, int]]:
+    """rank -> (parameter hash, games finished), from the line every rank prints at the end of a run."""
+    found = {int(r): (h, int(g)) for r, n, h, g in HASH_LINE.findall(output) if int(n) == world_size}
+    assert sorted(found) == list(range(world_size)), output[-3000:]
+    return found
+
+
+def assert_ranks_identical(output: str, world_size: int) -> str:
+    hashes = {h for h, _ in rank_reports(output, world_size).values()}
+    assert len(hashes) == 1, f"ranks ended with different parameters: {hashes}"
+    assert f"parameters identical on all {world_size} ranks" in output
+    return hashes.pop()
+
+
+def load_checkpoint(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)
+
+
+def optimizer_steps(ckpt: dict) -> int:
+    """Adam's step count (the same for every parameter): how many updates the optimizer state has seen."""
+    steps = {int(s["step"]) for s in ckpt["optimizer"]["state"].values()}
+    assert len(steps) == 1, steps
+    return steps.pop()
+
+
+def assert_each_step_logged_once(run_dir: Path, batch: int, iterations: int) -> None:
+    """No iteration lost or logged twice, after purges: each tag has exactly the steps batch, 2*batch, ..."""
+    for tag in PER_ITERATION_TAGS:
+        steps = [step for step, _ in read_scalars(run_dir, tag)]
+        assert steps == [batch * i for i in range(1, iterations + 1)], (tag, steps)
+
+
+def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output = path.read_text(errors="replace") if path.exists() else ""
+        if text in output:
+            return output
+        assert proc.poll() is None, f"the run ended before printing {text!r}:\n{output[-3000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not printed within {timeout} s")
+
+
+# ---------------------------------------------------------------- the issue's commands
+
+
+def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
+    result = run_script(
+        torchrun(2)
+        + ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "16", "--total-timesteps", "2048"]
+        + ["--learning-rate", "2.5e-4", "--save-model", *QUIET],
+        cwd=tmp_path,
+        timeout=400,
+        env=ENV,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "world size 2" in output and "envs: 8 per rank, 16 in all" in output, output[-3000:]
+    assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iterations" in output
+    digest = assert_ranks_identical(output, 2)
+    # the printed hash is really the hash of the parameters: rank 0's saved model has it
+    run_dir = next((tmp_path / "runs").iterdir())
+    saved = torch.load(run_dir / "ppo_atari_multigpu.cleanrl_model", weights_only=True)
+    assert mg.param_hash(saved["model"]) == digest
+    ckpt = load_checkpoint(run_dir)
+    assert optimizer_steps(ckpt) == 4 * 4 and ckpt["global_step"] == 2048  # the update did run
+    assert_each_step_logged_once(run_dir, 2048, 1)
+
+
+def test_cleanrl_style_local_num_envs(tmp_path):
+    result = run_script(
+        torchrun(2) + ["--local-num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", *QUIET],
+        cwd=tmp_path,
+        timeout=300,
+        env=ENV,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert "envs: 4 per rank, 8 in all" in output and "batch 256 (128 per rank)" in output
+    assert_ranks_identical(output, 2)
+    assert_each_step_logged_once(next((tmp_path / "runs").iterdir()), 256, 1)
+
+
+def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
+    """Two torchrun launchers, one rank each, meet through a c10d rendezvous on 127.0.0.1 (no shared folder)."""
+    port = free_port()
+    procs = []
+    for node in (0, 1):
+        (tmp_path / f"node{node}").mkdir()
+        cmd = [TORCHRUN, "--nnodes=2", "--nproc_per_node=1", f"--node-rank={node}", "--rdzv-backend=c10d"]
+        cmd += [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=loopback", SCRIPT]
+        # 320 steps of one game per rank: a Breakout game of the initial policy lasts ~150-300 steps
+        cmd += ["--local-num-envs", "1", "--num-steps", "320", "--total-timesteps", "640", *QUIET]
+        procs.append(start_script(cmd, tmp_path / f"node{node}", tmp_path / f"node{node}.log", env=ENV))
+    codes = [p.wait(timeout=400) for p in procs]
+    output = "".join((tmp_path / f"node{n}.log").read_text() for n in (0, 1))
+    assert codes == [0, 0], output[-4000:]
+    assert_ranks_identical(output, 2)
+    # rank 0 (on whichever node it landed) logged the games of both ranks
+    run_dirs = [d for n in (0, 1) for d in (tmp_path / f"node{n}" / "runs").glob("*") if d.is_dir()]
+    assert len(run_dirs) == 1
+    games = {rank: g for rank, (_, g) in rank_reports(output, 2).items()}
+    assert games[0] > 0 and games[1] > 0, games
+    assert len(read_scalars(run_dirs[0], "charts/episodic_return")) == games[0] + games[1]
+
+
+# ---------------------------------------------------------------- recovery
+
+
+def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path):
+    iterations = 24
+    log = tmp_path / "torchrun.log"
+    cmd = torchrun(2, "--max-restarts=1") + TINY + QUIET
+    cmd += ["--total-timesteps", str(iterations * TINY_BATCH), "--checkpoint-interval", "3"]
+    proc = start_script(cmd, tmp_path, log, env=ENV)
+    try:
+        wait_for(log, "checkpoint: iteration 3,", proc, timeout=300)
+        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
+        assert len(workers) == 1
+        workers[0].send_signal(signal.SIGKILL)
+        code = proc.wait(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert code == 0, output[-4000:]
+    resumed = re.search(r"resuming from iteration (\d+) \(global step (\d+)\) \(torchrun restart 1\)", output)
+    assert resumed, output[-4000:]
+    assert 3 <= int(resumed[1]) < iterations and int(resumed[2]) == int(resumed[1]) * TINY_BATCH
+    run_dir = next((tmp_path / "runs").iterdir())  # the restart found the first attempt's folder: only one
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+    ckpt = load_checkpoint(run_dir)
+    # an uninterrupted run ends at iteration 24, step 24 * 32, after 24 * 4 optimizer steps: so must this one
+    assert (ckpt["iteration"], ckpt["global_step"]) == (iterations, iterations * TINY_BATCH)
+    assert optimizer_steps(ckpt) == iterations * TINY_OPT_STEPS
+    assert_each_step_logged_once(run_dir, TINY_BATCH, iterations)
+    assert_ranks_identical(output, 2)
+
+
+def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
+    iterations = 24
+    common = TINY + QUIET + ["--total-timesteps", str(iterations * TINY_BATCH), "--run-name", "preempted"]
+    log = tmp_path / "first.log"
+    proc = start_script(torchrun(2) + common + ["--checkpoint-interval", "3"], tmp_path, log, env=ENV)
+    try:
+        wait_for(log, "checkpoint: iteration 3,", proc, timeout=300)
+        proc.send_signal(signal.SIGTERM)  # torchrun passes it on to its workers, as on a cluster preemption
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert code != 0
+    stopped = re.search(r"stopped after iteration (\d+) \(global step (\d+)\)", output)
+    assert stopped, output[-4000:]
+    stop_iteration = int(stopped[1])
+    run_dir = tmp_path / "runs" / "preempted"
+    ckpt = load_checkpoint(run_dir)
+    assert ckpt["iteration"] == stop_iteration < iterations
+    assert optimizer_steps(ckpt) == stop_iteration * TINY_OPT_STEPS
+
+    result = run_script(torchrun(2) + common + ["--resume"], cwd=tmp_path, timeout=400, env=ENV)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"resuming from iteration {stop_iteration} (global step {stop_iteration * TINY_BATCH})" in output
+    ckpt = load_checkpoint(run_dir)
+    assert (ckpt["iteration"], ckpt["global_step"]) == (iterations, iterations * TINY_BATCH)
+    assert optimizer_steps(ckpt) == iterations * TINY_OPT_STEPS  # Adam's moments went on, not restarted
+    assert_each_step_logged_once(run_dir, TINY_BATCH, iterations)
+    # the learning rate anneals along one schedule across the stop: lr * (1 - (i - 1) / N) at step i * batch
+    lrs = [value for _, value in read_scalars(run_dir, "charts/learning_rate")]
+    expected = [2.5e-4 * (1 - (i - 1) / iterations) for i in range(1, iterations + 1)]
+    assert lrs == pytest.approx(expected, rel=1e-5)
+    assert_ranks_identical(output, 2)
+
+
+# ---------------------------------------------------------------- bad input: one-line error on every rank
+
+
+def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions: int = 4) -> None:
+    """A checkpoint for the run `--local-num-envs 1 --num-steps 16 --total-timesteps 64` on 2 ranks."""
+    args = mg.Args(env_id=env_id, local_num_envs=1, num_steps=16, total_timesteps=64)
+    mg.resolve_sizes(args, 2)
+    agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(actions)))
+    optimizer = torch.optim.Adam(agent.parameters())
+    rngs = [mg.rng_state(torch.device("cpu"))] * 2
+    path.parent.mkdir(parents=True)
+    mg.save_checkpoint(str(path), agent, optimizer, args, 1, 32, rngs, [])
+
+
+def ranks_env(rank: int, port: int | None, world_size: int = 2) -> dict[str, str]:
+    """The variables torchrun gives a worker; without a port, a rank that tried to join would fail at once."""
+    env = dict(ENV, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2")
+    if port is not None:
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    return env
+
+
+CHECKPOINT_RUN = ["--local-num-envs", "1", "--num-steps", "16", "--total-timesteps", "64", "--resume"]
+BAD_INPUT = {
+    # case: (arguments, fragment of the error, joins the group first, checkpoint file to write)
+    "not divisible": (["--num-envs", "3"], "--num-envs 3 is not divisible by the world size 2", False, None),
+    "disagree": (["--num-envs", "8", "--local-num-envs", "3"], "must be 6 (or give only one", False, None),
+    "device ids": (["--device-ids", "0"], "--device-ids has 1 entries but this node runs 2 ranks", False, None),
+    "nccl": (["--backend", "nccl"], "--backend nccl needs a CUDA device on every rank", False, None),
+    "other env": (CHECKPOINT_RUN, "was made for PongNoFrameskip-v4, not --env-id Breakout", True, "pong"),
+    "other arch": (CHECKPOINT_RUN, "another network architecture than this script's Agent", True, "arch"),
+    "corrupt": (CHECKPOINT_RUN, "cannot read the checkpoint", True, "corrupt"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory):
+    """Start every bad-input case at once (2 ranks each, as separate processes) plus a rank left alone and a
+    torchrun case; return each process' exit code and stderr."""
+    root = tmp_path_factory.mktemp("bad")
+    procs = {}
+    for case, (args, _, joins, checkpoint) in BAD_INPUT.items():
+        cwd = root / case.replace(" ", "_")
+        cwd.mkdir()
+        path = cwd / "runs" / "old" / "checkpoint.pt"
+        if checkpoint == "pong":
+            write_checkpoint(path, env_id="PongNoFrameskip-v4", actions=6)
+        elif checkpoint == "arch":
+            write_checkpoint(path, actions=6)  # Breakout has 4 actions
+        elif checkpoint == "corrupt":
+            write_checkpoint(path)
+            path.write_bytes(path.read_bytes()[:5000])  # cut short, as by a full disk
+        port = free_port() if joins else None
+        extra = ["--run-name", "old"] if checkpoint else []
+        # the checks before the group forms are the same code on every rank: run rank 1 of 2 only (the torchrun
+        # case below shows both ranks failing); the checkpoint cases need rank 0 to tell rank 1
+        for rank in (0, 1) if joins else (1,):
+            cmd = [SCRIPT, *args, *extra, *QUIET]
+            procs[case, rank] = start_script(cmd, cwd, cwd / f"rank{rank}.log", env=ranks_env(rank, port))
+    # rank 0 of 2 whose partner never comes: gives up after --dist-timeout instead of waiting forever
+    alone = root / "alone"
+    alone.mkdir()
+    cmd = [SCRIPT, *QUIET, "--dist-timeout", "5"]
+    procs["alone", 0] = start_script(cmd, alone, alone / "rank0.log", env=ranks_env(0, free_port()))
+    # under the real launcher, each rank's stderr in its own file
+    launcher = root / "torchrun"
+    launcher.mkdir()
+    cmd = torchrun(2, "--redirects=3", f"--log-dir={launcher / 'logs'}") + ["--num-envs", "3", *QUIET]
+    procs["torchrun", -1] = start_script(cmd, launcher, launcher / "torchrun.log", env=ENV)
+    started = time.monotonic()
+    codes = {key: proc.wait(timeout=400) for key, proc in procs.items()}
+    elapsed = time.monotonic() - started
+    logs = {key: (root / key[0].replace(" ", "_") / f"rank{key[1]}.log") for key in procs if key[1] >= 0}
+    return SimpleNamespace(codes=codes, logs={k: p.read_text() for k, p in logs.items()}, root=root, elapsed=elapsed)
+
+
+def assert_error_line(text: str, fragment: str) -> None:
+    """One `error: ...` line with the fragment, as the last line, and no traceback (ALE's banner may precede it)."""
+    assert "Traceback" not in text, text[-3000:]
+    lines = [line for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0] == lines[-1] and fragment in errors[0], text[-3000:]
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
+def test_bad_input_one_line_error_on_every_rank(bad_runs, case):
+    fragment = BAD_INPUT[case][1]
+    for rank in (0, 1) if BAD_INPUT[case][2] else (1,):
+        assert bad_runs.codes[case, rank] != 0
+        assert_error_line(bad_runs.logs[case, rank], fragment)
+
+
+def test_a_rank_left_alone_gives_up_after_the_timeout(bad_runs):
+    assert bad_runs.codes["alone", 0] != 0
+    assert_error_line(bad_runs.logs["alone", 0], "rank 0: the process group did not form")
+    assert bad_runs.elapsed < 300
+
+
+def test_bad_input_under_torchrun_fails_on_both_ranks(bad_runs):
+    assert bad_runs.codes["torchrun", -1] != 0
+    stderr_files = sorted((bad_runs.root / "torchrun" / "logs").rglob("stderr.log"))
+    assert len(stderr_files) == 2  # attempt_0/0 and attempt_0/1
+    for path in stderr_files:
+        assert_error_line(path.read_text(), "--num-envs 3 is not divisible by the world size 2")

@@ -1,0 +1,108 @@
+"""The data-parallel update of cleanrl/ppo_atari_multigpu.py is the single-process update of the whole batch.
+
+Two gloo processes each run `ppo_update` on their own batch (A and B); one process runs it on A+B with the same
+minibatch partition (minibatch j = A's minibatch j together with B's). The parameters must come out the same,
+and the ranks must have used two all-reduce calls per minibatch (advantage moments + ONE flattened gradient
+buffer), not one per parameter tensor.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from helpers import load_script
+
+SCRIPT = "cleanrl/ppo_atari_multigpu.py"
+HALF, MINIBATCHES, EPOCHS, ACTIONS = 8, 2, 2, 4
+
+
+def make_batch(seed: int, agent) -> dict[str, torch.Tensor]:
+    """A synthetic rollout of HALF samples whose old log-probs are near the agent's, so ratios get clipped too."""
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randint(0, 256, (HALF, 4, 84, 84), dtype=torch.uint8, generator=g)
+    actions = torch.randint(0, ACTIONS, (HALF,), generator=g)
+    with torch.no_grad():
+        _, logprobs, _, values = agent.get_action_and_value(obs, actions)
+    return {
+        "obs": obs,
+        "logprobs": logprobs + 0.3 * torch.randn(HALF, generator=g),
+        "actions": actions,
+        "advantages": 2.0 * torch.randn(HALF, generator=g) + 0.5,
+        "returns": torch.randn(HALF, generator=g),
+        "values": values.flatten(),
+    }
+
+
+def partitions(seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [np.split(rng.permutation(HALF), MINIBATCHES) for _ in range(EPOCHS)]
+
+
+def fresh_agent(mg):
+    torch.manual_seed(0)
+    agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(ACTIONS)))
+    return agent, torch.optim.Adam(agent.parameters(), lr=1e-3, eps=1e-5)
+
+
+def run_update(mg, agent, optimizer, batch, epochs, world_size):
+    args = mg.Args(target_kl=10.0)  # exercises the all-ranks KL decision too (never stops at 10)
+    return mg.ppo_update(
+        agent, optimizer, args, batch["obs"], batch["logprobs"], batch["actions"], batch["advantages"],
+        batch["returns"], batch["values"], epochs, world_size,
+    )  # fmt: skip
+
+
+def rank_worker(rank: int, init_file: str, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    mg = load_script(SCRIPT, "ppo_atari_multigpu_worker")
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    calls = []
+    real_all_reduce = dist.all_reduce
+
+    def counting_all_reduce(tensor, *a, **kw):
+        calls.append(tensor.numel())
+        return real_all_reduce(tensor, *a, **kw)
+
+    dist.all_reduce = counting_all_reduce
+    agent, optimizer = fresh_agent(mg)
+    batch = make_batch(100 + rank, agent)
+    run_update(mg, agent, optimizer, batch, partitions(200 + rank), world_size=2)
+    torch.save({"state": agent.state_dict(), "calls": calls}, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def test_two_rank_update_equals_single_process_on_concatenated_batch(tmp_path):
+    mp.spawn(rank_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]
+
+    torch.set_num_threads(1)
+    mg = load_script(SCRIPT, "ppo_atari_multigpu_single")
+    agent, optimizer = fresh_agent(mg)
+    initial = {k: v.clone() for k, v in agent.state_dict().items()}
+    batch_a, batch_b = make_batch(100, agent), make_batch(101, agent)
+    whole = {k: torch.cat([batch_a[k], batch_b[k]]) for k in batch_a}
+    epochs = [
+        [np.concatenate([mb_a, mb_b + HALF]) for mb_a, mb_b in zip(epoch_a, epoch_b)]
+        for epoch_a, epoch_b in zip(partitions(200), partitions(201))
+    ]
+    run_update(mg, agent, optimizer, whole, epochs, world_size=1)
+
+    for name, value in agent.state_dict().items():
+        assert not torch.equal(value, initial[name]), f"{name} did not change"
+        for r in (0, 1):
+            torch.testing.assert_close(results[r]["state"][name], value, rtol=1e-4, atol=1e-6, msg=name)
+    # the ranks stayed bit-identical to each other
+    for name in initial:
+        assert torch.equal(results[0]["state"][name], results[1]["state"][name]), name
+
+    # per minibatch: the advantage moments (3 numbers) and ONE buffer of all gradients; per epoch: the KL
+    numel = sum(p.numel() for p in agent.parameters())
+    per_epoch = [3, numel] * MINIBATCHES + [1]
+    assert results[0]["calls"] == per_epoch * EPOCHS
+    assert results[1]["calls"] == results[0]["calls"]
