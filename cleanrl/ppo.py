@@ -23,6 +23,7 @@ from tqdm import tqdm
 from cleanrl_utils.checks import (
     check_batch,
     check_box_observations,
+    check_can_record_video,
     check_discrete_actions,
     check_env_id,
     check_positive,
@@ -215,10 +216,7 @@ if __name__ == "__main__":
     check_discrete_actions(probe_env.action_space, args.env_id)
     probe_env.close()
     if args.capture_video:
-        try:
-            import moviepy  # noqa: F401  (gymnasium's RecordVideo writes the files with it)
-        except ImportError:
-            fail("--capture-video needs moviepy: pip install -e '.[video]'")
+        check_can_record_video(args.env_id)
     if args.track:
         try:
             import wandb

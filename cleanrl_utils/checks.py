@@ -82,12 +82,30 @@ def check_discrete_actions(action_space: gym.Space, env_id: str) -> None:
         )
 
 
-def make_probe_env(env_id: str) -> gym.Env:
+def make_probe_env(env_id: str, **kwargs) -> gym.Env:
     """One instance of the env, to check its spaces; a missing optional package is a one-line error."""
     try:
-        return gym.make(env_id)
+        return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as exc:
         fail(f"{env_id!r} needs a package that is not installed: {' '.join(str(exc).split())}")
+
+
+def check_can_record_video(env_id: str) -> None:
+    """For --capture-video: moviepy writes the files and the env must draw rgb frames (classic control draws them
+    with pygame); either one missing is a one-line error naming the extra to install."""
+    try:
+        import moviepy  # noqa: F401
+    except ImportError:
+        fail("--capture-video needs moviepy: pip install -e '.[video]'")
+    env = make_probe_env(env_id, render_mode="rgb_array")
+    try:
+        env.reset(seed=0)
+        env.render()
+    except gym.error.DependencyNotInstalled as exc:
+        reason = " ".join(str(exc).split())
+        fail(f"--capture-video: {env_id!r} cannot draw frames ({reason}); pip install -e '.[video]'")
+    finally:
+        env.close()
 
 
 def check_box_observations(observation_space: gym.Space, env_id: str) -> None:

@@ -249,8 +249,18 @@ BAD_INPUT = {
     "batch not divisible": (["--num-minibatches", "3"], "not divisible by --num-minibatches 3"),
     "less than one batch": (["--total-timesteps", "100"], "smaller than one batch"),
     "unwritable run dir": (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),
-    "video without moviepy": (["--capture-video"], "pip install -e '.[video]'"),
-    "track without wandb": (["--track"], "pip install -e '.[track]'"),
+    "video without moviepy": (["--capture-video"], "needs moviepy: pip install -e '.[video]'"),
+    "video without pygame": (["--capture-video"], "cannot draw frames (pygame is not installed"),
+    "track without wandb": (["--track"], "needs wandb: pip install -e '.[track]'"),
+}
+# Optional packages may or may not be installed here: these cases put stand-ins first on the path, a module that
+# fails to import for a missing package and an empty one for a present package.
+MISSING = "raise ImportError('hidden by the test')\n"
+FAKE_MODULES = {
+    "missing env package": {"Box2D": MISSING},
+    "video without moviepy": {"moviepy": MISSING},
+    "video without pygame": {"moviepy": "", "pygame": MISSING},
+    "track without wandb": {"wandb": MISSING},
 }
 
 
@@ -258,18 +268,16 @@ BAD_INPUT = {
 def bad_input_runs(second_core, tmp_path_factory):
     """Every bad-input case as a future of (its working directory, its completed process)."""
     tmp_path = tmp_path_factory.mktemp("bad_input")
-    # moviepy, wandb and Box2D may be installed here: a module that fails to import stands in for a missing package
-    hide = tmp_path / "hide"
-    hide.mkdir()
-    for name in ("moviepy", "wandb", "Box2D"):
-        (hide / f"{name}.py").write_text(f"raise ImportError('{name} hidden by the test')\n")
-    env = dict(FAST, PYTHONPATH=f"{hide}:{REPO_ROOT}")
 
     def run(case):
         cwd = tmp_path / case.replace(" ", "_")
-        cwd.mkdir()
+        fake = cwd / "fake_modules"
+        fake.mkdir(parents=True)
+        for name, source in FAKE_MODULES.get(case, {}).items():
+            (fake / f"{name}.py").write_text(source)
         argv, _ = BAD_INPUT[case]
         runs_dir = [] if "--runs-dir" in argv else ["--runs-dir", str(cwd / "runs")]
+        env = dict(FAST, PYTHONPATH=f"{fake}:{REPO_ROOT}")
         return cwd, run_script([SCRIPT, *argv, *runs_dir], cwd=cwd, timeout=240, env=env)
 
     return {case: second_core.submit(run, case) for case in BAD_INPUT}
