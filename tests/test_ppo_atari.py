@@ -6,23 +6,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
+from helpers import CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
 
 SCRIPT = "cleanrl/ppo_atari.py"
 FAST = {"OMP_NUM_THREADS": "1"}
-TAGS = [
-    "charts/episodic_return",
-    "charts/episodic_length",
-    "charts/SPS",
-    "charts/learning_rate",
-    "losses/value_loss",
-    "losses/policy_loss",
-    "losses/entropy",
-    "losses/old_approx_kl",
-    "losses/approx_kl",
-    "losses/clipfrac",
-    "losses/explained_variance",
-]
+TAGS = CHART_TAGS + LOSS_TAGS
 
 
 ppo_atari = load_script(SCRIPT, "ppo_atari_under_test")
