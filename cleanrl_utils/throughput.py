@@ -177,33 +177,32 @@ class _Spaces:  # what Agent reads from the vector env
         n = 4
 
 
-def network_rates(num_envs: int, seconds: float, try_compile: bool) -> list[dict[str, Any]]:
-    """Inference and training samples/s of the Nature CNN per form (layout, compile, threads)."""
+def network_forms(num_envs: int, try_compile: bool) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
+    """(name, inference step, training step, seconds of the first calls) per form; failed forms as errors."""
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    cores = plan_threads(num_envs).cores
-    forms = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
+    specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
     if try_compile:
-        forms += [("channels_last+compile", torch.channels_last, True)]
-    rows = []
+        specs += [("channels_last+compile", torch.channels_last, True)]
     rng = np.random.default_rng(0)
     frames_cpu = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
     batch = torch.as_tensor(rng.integers(0, 255, (256, 4, 84, 84), dtype=np.uint8), device=device)
     batch_actions = torch.as_tensor(rng.integers(0, 4, 256), device=device)
-    for name, memory_format, compiled in forms:
+    forms = []
+    for name, memory_format, compiled in specs:
         torch.manual_seed(0)
         agent = agent_class(_Spaces, memory_format=memory_format).to(device)
         forward = torch.compile(agent.get_action_and_value) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
 
-        def infer() -> int:
+        def infer(forward=forward) -> int:  # as in the rollout: frames to the device, actions back
             with torch.inference_mode():
                 action, _, _, _ = forward(frames_cpu.to(device))
                 action.cpu()
             return num_envs
 
-        def train() -> int:
+        def train(forward=forward, agent=agent, optimizer=optimizer) -> int:
             _, logprob, entropy, value = forward(batch, batch_actions)
             loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * (value**2).mean()
             optimizer.zero_grad()
@@ -213,17 +212,43 @@ def network_rates(num_envs: int, seconds: float, try_compile: bool) -> list[dict
             sync()
             return 256
 
+        start = time.perf_counter()
         try:
-            start = time.perf_counter()
             infer(), train()  # compile (if any) happens here
-            compile_s = time.perf_counter() - start
+        except Exception as exc:  # compile needs a C compiler and may fail on some machines: report, go on
+            forms.append((name, None, None, repr(exc)[:200]))
+            continue
+        forms.append((name, infer, train, time.perf_counter() - start))
+    return forms
+
+
+def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int = 3) -> list[dict[str, Any]]:
+    """Inference and training samples/s of the Nature CNN per form (layout, compile) and torch thread count.
+
+    The forms are timed in turns, ``rounds`` times each, so that a change of the machine's load hits them alike.
+    """
+    cores = plan_threads(num_envs).cores
+    forms = network_forms(num_envs, try_compile)
+    done: dict[tuple[str, int], list[float]] = {}
+    for _ in range(rounds):
+        for name, infer, train, _ in forms:
+            if infer is None:
+                continue
             for threads in sorted({1, cores}):
                 use_threads(threads)
-                rows.append({"form": name, "threads": threads, "inference": timed_rate(infer, seconds),
-                             "training": timed_rate(train, seconds), "warmup_s": compile_s})
-        except Exception as exc:  # compile needs a C compiler and may fail on some machines: report, go on
-            rows.append({"form": name, "threads": 0, "inference": 0.0, "training": 0.0, "error": repr(exc)[:200]})
+                rates = done.setdefault((name, threads), [0.0, 0.0])
+                rates[0] += timed_rate(infer, seconds / rounds, warmup=0.1) / rounds
+                rates[1] += timed_rate(train, seconds / rounds, warmup=0.1) / rounds
     use_threads(cores)
+    rows = []
+    for name, infer, _, first in forms:
+        if infer is None:
+            rows.append({"form": name, "threads": 0, "inference": 0.0, "training": 0.0, "error": first})
+            continue
+        for threads in sorted({1, cores}):
+            inference, training = done[(name, threads)]
+            rows.append({"form": name, "threads": threads, "inference": inference, "training": training,
+                         "warmup_s": first})
     return rows
 
 
