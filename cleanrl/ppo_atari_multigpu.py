@@ -253,10 +253,15 @@ def resolve_device(args: Args, info: DistInfo) -> tuple[torch.device, str]:
     return torch.device("cuda", index), backend
 
 
-def resolve_run_name(args: Args) -> str:
+def restart_count() -> int:
+    """torchrun's restart attempt as this node's agent counts it (a node whose own workers were healthy says 0)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+def resolve_run_name(args: Args, restarted: bool) -> str:
     """The run's folder name, decided by rank 0 before anything is written.
 
-    A restarted torchrun group (TORCHELASTIC_RESTART_COUNT > 0) must land in the folder of its first attempt, whose
+    A restarted torchrun group (a restart count > 0 on any rank) must land in the folder of its first attempt, whose
     timestamped name it cannot recompute: each run folder records the TORCHELASTIC_RUN_ID it was started under
     (file `elastic_run_id`; torchrun keeps that id over restarts), and a restart takes the newest folder of this
     env/exp/seed with its id. `--resume` without `--run-name` takes the newest folder of this env/exp/seed that has
@@ -269,7 +274,7 @@ def resolve_run_name(args: Args) -> str:
     if os.path.isdir(args.runs_dir):
         candidates = [os.path.join(args.runs_dir, d) for d in os.listdir(args.runs_dir) if d.startswith(prefix)]
     elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
-    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and elastic_id:
+    if restarted and elastic_id:
         mine = [c for c in candidates if _read_text(os.path.join(c, "elastic_run_id")) == elastic_id]
         if mine:
             return os.path.basename(max(mine, key=os.path.getmtime))
@@ -588,11 +593,10 @@ def load_checkpoint(path: str, agent: nn.Module, args: Args) -> dict:
     return ckpt
 
 
-def setup_on_rank0(args: Args, run_name: str, agent: nn.Module) -> dict:
+def setup_on_rank0(args: Args, run_name: str, agent: nn.Module, restart: int) -> dict:
     """Rank 0's part of the start: the run directory and the checkpoint to resume, if any (may `fail`)."""
     run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
     path = os.path.join(run_dir, "checkpoint.pt")
-    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     ckpt = None
     if os.path.exists(path):
         if not (args.resume or restart > 0):
@@ -696,7 +700,7 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed + info.rank)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    run_name = resolve_run_name(args) if rank0 else None
+    run_name = resolve_run_name(args, restart_count() > 0) if rank0 else None
     # the envs come before the process group: async envs then fork no communication threads
     envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
     writer = None
@@ -710,11 +714,16 @@ if __name__ == "__main__":
         agent = Agent(envs).to(device)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
+        # a restart if ANY rank's agent counted one (across nodes the counts differ): then resume
+        restart = max(gather_to_all(restart_count(), info.world_size))
+        if rank0 and restart > restart_count():
+            run_name = resolve_run_name(args, True)
+
         # rank 0 prepares the run directory and reads the checkpoint; all ranks learn the outcome, so a bad
         # checkpoint stops every rank with the same one-line error instead of leaving some waiting
         if rank0:
             try:
-                setup = {"ok": True, **setup_on_rank0(args, run_name, agent), "run_name": run_name}
+                setup = {"ok": True, **setup_on_rank0(args, run_name, agent, restart), "run_name": run_name}
             except SystemExit as exc:
                 setup = {"ok": False, "error": str(exc.code)}
         else:
@@ -766,8 +775,8 @@ if __name__ == "__main__":
                     flush=True,
                 )
             if ckpt is not None:
-                restart = f" (torchrun restart {setup['restart']})" if setup["restart"] else ""
-                print(f"resuming from iteration {start_iteration} (global step {global_step}){restart}", flush=True)
+                again = f" (torchrun restart {setup['restart']})" if setup["restart"] else ""
+                print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
             if args.track:
                 import wandb
 

@@ -20,6 +20,7 @@ import gymnasium as gym
 import psutil
 import pytest
 import torch
+import tyro
 from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script
 
 SCRIPT = "cleanrl/ppo_atari_multigpu.py"
@@ -222,79 +223,114 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
 
 
 # ---------------------------------------------------------------- bad input: one-line error on every rank
+# Each check is first tested on the function that every rank runs (in this process: cheap); then, end to end, one
+# check before the group forms (under torchrun: both ranks' stderr), one after it (rank 0 finds a corrupt checkpoint
+# and tells rank 1), and a rank whose partner never comes.
 
 
-def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions: int = 4) -> None:
-    """A checkpoint for the run `--local-num-envs 1 --num-steps 16 --total-timesteps 64` on 2 ranks."""
-    args = mg.Args(env_id=env_id, local_num_envs=1, num_steps=16, total_timesteps=64)
+def expect_error(fragment: str, check, *args) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        check(*args)
+    message = str(exit_info.value.code)
+    assert message.startswith("error: ") and "\n" not in message and fragment in message, message
+
+
+PRE_GROUP = {
+    # case: (arguments, local world size, fragment of the error)
+    "not divisible": (["--num-envs", "3"], 2, "--num-envs 3 is not divisible by the world size 2"),
+    "disagree": (["--num-envs", "8", "--local-num-envs", "3"], 2, "disagree: with world size 2, --num-envs must be 6"),
+    "device ids": (["--device-ids", "0"], 2, "--device-ids has 1 entries but this node runs 2 ranks"),
+    "nccl": (["--backend", "nccl"], 2, "--backend nccl needs a CUDA device on every rank"),
+    "minibatches": (["--local-num-envs", "1", "--num-steps", "6"], 2, "is not divisible by --num-minibatches 4"),
+}
+
+
+@pytest.mark.parametrize("case", list(PRE_GROUP))
+def test_checks_before_the_group_forms(case):
+    argv, world_size, fragment = PRE_GROUP[case]
+    args = tyro.cli(mg.Args, args=argv)
+    info = mg.DistInfo(rank=1, world_size=world_size, local_rank=1, local_world_size=world_size, launched=True)
+
+    def checks():  # what every rank runs before init_process_group, in this order
+        mg.resolve_sizes(args, info.world_size)
+        mg.resolve_device(args, info)
+
+    expect_error(fragment, checks)
+
+
+def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions: int = 4, **sizes) -> mg.Args:
+    """A checkpoint of a run on 2 ranks (by default 1 env x 16 steps per rank, 64 steps in all)."""
+    args = mg.Args(env_id=env_id, **{"local_num_envs": 1, "num_steps": 16, "total_timesteps": 64, **sizes})
     mg.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(actions)))
     optimizer = torch.optim.Adam(agent.parameters())
-    rngs = [mg.rng_state(torch.device("cpu"))] * 2
-    path.parent.mkdir(parents=True)
-    mg.save_checkpoint(str(path), agent, optimizer, args, 1, 32, rngs, [])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mg.save_checkpoint(str(path), agent, optimizer, args, 1, 32, [mg.rng_state(torch.device("cpu"))] * 2, [])
+    return args
 
 
-def ranks_env(rank: int, port: int | None, world_size: int = 2) -> dict[str, str]:
-    """The variables torchrun gives a worker; without a port, a rank that tried to join would fail at once."""
-    env = dict(ENV, RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2")
-    if port is not None:
-        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    return env
+def corrupt(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:5000])  # cut short, as by a full disk
 
 
-CHECKPOINT_RUN = ["--local-num-envs", "1", "--num-steps", "16", "--total-timesteps", "64", "--resume"]
-BAD_INPUT = {
-    # case: (arguments, fragment of the error, joins the group first, checkpoint file to write)
-    "not divisible": (["--num-envs", "3"], "--num-envs 3 is not divisible by the world size 2", False, None),
-    "disagree": (["--num-envs", "8", "--local-num-envs", "3"], "must be 6 (or give only one", False, None),
-    "device ids": (["--device-ids", "0"], "--device-ids has 1 entries but this node runs 2 ranks", False, None),
-    "nccl": (["--backend", "nccl"], "--backend nccl needs a CUDA device on every rank", False, None),
-    "other env": (CHECKPOINT_RUN, "was made for PongNoFrameskip-v4, not --env-id Breakout", True, "pong"),
-    "other arch": (CHECKPOINT_RUN, "another network architecture than this script's Agent", True, "arch"),
-    "corrupt": (CHECKPOINT_RUN, "cannot read the checkpoint", True, "corrupt"),
+CHECKPOINTS = {
+    # case: (how the checkpoint differs from the run, fragment of the error)
+    "other env": ({"env_id": "PongNoFrameskip-v4", "actions": 6}, "was made for PongNoFrameskip-v4, not --env-id"),
+    "other arch": ({"actions": 6}, "another network architecture than this script's Agent"),  # Breakout has 4
+    "other batch": ({"num_steps": 32}, "resume with the same --num-envs, --num-steps and --total-timesteps"),
+    "corrupt": ({}, "cannot read the checkpoint"),
+    "foreign": ({}, "is not a checkpoint of ppo_atari_multigpu.py"),
 }
+
+
+@pytest.mark.parametrize("case", list(CHECKPOINTS))
+def test_checkpoint_checks(tmp_path, case):
+    differences, fragment = CHECKPOINTS[case]
+    path = tmp_path / "checkpoint.pt"
+    write_checkpoint(path, **differences)
+    if case == "corrupt":
+        corrupt(path)
+    if case == "foreign":
+        torch.save({"model": {}}, path)  # e.g. a saved model, not a checkpoint
+    args = mg.Args(local_num_envs=1, num_steps=16, total_timesteps=64)
+    mg.resolve_sizes(args, 2)
+    agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
+    expect_error(fragment, mg.load_checkpoint, str(path), agent, args)
+
+
+def ranks_env(rank: int, port: int) -> dict[str, str]:
+    """The variables torchrun gives a worker of a 2-rank job."""
+    env = dict(ENV, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2")
+    return dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
+CHECKPOINT_RUN = ["--local-num-envs", "1", "--num-steps", "16", "--total-timesteps", "64"]
+CHECKPOINT_RUN += ["--resume", "--run-name", "old"]
 
 
 @pytest.fixture(scope="module")
 def bad_runs(tmp_path_factory):
-    """Start every bad-input case at once (2 ranks each, as separate processes) plus a rank left alone and a
-    torchrun case; return each process' exit code and stderr."""
+    """Start the end-to-end cases at once; return the exit codes and outputs."""
     root = tmp_path_factory.mktemp("bad")
     procs = {}
-    for case, (args, _, joins, checkpoint) in BAD_INPUT.items():
-        cwd = root / case.replace(" ", "_")
-        cwd.mkdir()
-        path = cwd / "runs" / "old" / "checkpoint.pt"
-        if checkpoint == "pong":
-            write_checkpoint(path, env_id="PongNoFrameskip-v4", actions=6)
-        elif checkpoint == "arch":
-            write_checkpoint(path, actions=6)  # Breakout has 4 actions
-        elif checkpoint == "corrupt":
-            write_checkpoint(path)
-            path.write_bytes(path.read_bytes()[:5000])  # cut short, as by a full disk
-        port = free_port() if joins else None
-        extra = ["--run-name", "old"] if checkpoint else []
-        # the checks before the group forms are the same code on every rank: run rank 1 of 2 only (the torchrun
-        # case below shows both ranks failing); the checkpoint cases need rank 0 to tell rank 1
-        for rank in (0, 1) if joins else (1,):
-            cmd = [SCRIPT, *args, *extra, *QUIET]
-            procs[case, rank] = start_script(cmd, cwd, cwd / f"rank{rank}.log", env=ranks_env(rank, port))
+    # a corrupt checkpoint, found by rank 0 after the group formed
+    write_checkpoint(root / "runs" / "old" / "checkpoint.pt")
+    corrupt(root / "runs" / "old" / "checkpoint.pt")
+    port = free_port()
+    for rank in (0, 1):
+        cmd = [SCRIPT, *CHECKPOINT_RUN, *QUIET]
+        procs[f"corrupt{rank}"] = start_script(cmd, root, root / f"corrupt{rank}.log", env=ranks_env(rank, port))
     # rank 0 of 2 whose partner never comes: gives up after --dist-timeout instead of waiting forever
-    alone = root / "alone"
-    alone.mkdir()
     cmd = [SCRIPT, *QUIET, "--dist-timeout", "5"]
-    procs["alone", 0] = start_script(cmd, alone, alone / "rank0.log", env=ranks_env(0, free_port()))
-    # under the real launcher, each rank's stderr in its own file
-    launcher = root / "torchrun"
-    launcher.mkdir()
-    cmd = torchrun(2, "--redirects=3", f"--log-dir={launcher / 'logs'}") + ["--num-envs", "3", *QUIET]
-    procs["torchrun", -1] = start_script(cmd, launcher, launcher / "torchrun.log", env=ENV)
+    procs["alone"] = start_script(cmd, root, root / "alone.log", env=ranks_env(0, free_port()))
+    # a check before the group forms, under the real launcher: each rank's stderr in its own file
+    cmd = torchrun(2, "--redirects=3", f"--log-dir={root / 'logs'}") + ["--num-envs", "3", *QUIET]
+    procs["torchrun"] = start_script(cmd, root, root / "torchrun.log", env=ENV)
     started = time.monotonic()
     codes = {key: proc.wait(timeout=400) for key, proc in procs.items()}
     elapsed = time.monotonic() - started
-    logs = {key: (root / key[0].replace(" ", "_") / f"rank{key[1]}.log") for key in procs if key[1] >= 0}
-    return SimpleNamespace(codes=codes, logs={k: p.read_text() for k, p in logs.items()}, root=root, elapsed=elapsed)
+    logs = {key: (root / f"{key}.log").read_text() for key in procs}
+    return SimpleNamespace(codes=codes, logs=logs, root=root, elapsed=elapsed)
 
 
 def assert_error_line(text: str, fragment: str) -> None:
@@ -305,23 +341,21 @@ def assert_error_line(text: str, fragment: str) -> None:
     assert len(errors) == 1 and errors[0] == lines[-1] and fragment in errors[0], text[-3000:]
 
 
-@pytest.mark.parametrize("case", list(BAD_INPUT))
-def test_bad_input_one_line_error_on_every_rank(bad_runs, case):
-    fragment = BAD_INPUT[case][1]
-    for rank in (0, 1) if BAD_INPUT[case][2] else (1,):
-        assert bad_runs.codes[case, rank] != 0
-        assert_error_line(bad_runs.logs[case, rank], fragment)
-
-
-def test_a_rank_left_alone_gives_up_after_the_timeout(bad_runs):
-    assert bad_runs.codes["alone", 0] != 0
-    assert_error_line(bad_runs.logs["alone", 0], "rank 0: the process group did not form")
-    assert bad_runs.elapsed < 300
-
-
-def test_bad_input_under_torchrun_fails_on_both_ranks(bad_runs):
-    assert bad_runs.codes["torchrun", -1] != 0
-    stderr_files = sorted((bad_runs.root / "torchrun" / "logs").rglob("stderr.log"))
+def test_bad_input_before_the_group_under_torchrun_fails_on_both_ranks(bad_runs):
+    assert bad_runs.codes["torchrun"] != 0
+    stderr_files = sorted((bad_runs.root / "logs").rglob("stderr.log"))
     assert len(stderr_files) == 2  # attempt_0/0 and attempt_0/1
     for path in stderr_files:
         assert_error_line(path.read_text(), "--num-envs 3 is not divisible by the world size 2")
+
+
+def test_corrupt_checkpoint_stops_every_rank_with_one_line(bad_runs):
+    for rank in (0, 1):
+        assert bad_runs.codes[f"corrupt{rank}"] != 0
+        assert_error_line(bad_runs.logs[f"corrupt{rank}"], "cannot read the checkpoint runs/old/checkpoint.pt")
+
+
+def test_a_rank_left_alone_gives_up_after_the_timeout(bad_runs):
+    assert bad_runs.codes["alone"] != 0
+    assert_error_line(bad_runs.logs["alone"], "rank 0: the process group did not form")
+    assert bad_runs.elapsed < 300
