@@ -4,6 +4,7 @@
 #
 #   bash benchmark/multigpu_sps.sh                     # Breakout, 8 envs in all, 128 steps, 3 iterations
 #   RANKS="1 2 4" ITERATIONS=5 bash benchmark/multigpu_sps.sh
+#   EXTRA_ARGS="--torch-threads 1" bash benchmark/multigpu_sps.sh   # any further flags of the script
 #
 # Threads are the script's defaults (cleanrl_utils/placement.py: 1 torch thread for the rollout, cores // ranks
 # for the update). SPS is the script's own figure: global steps over the wall time of the iterations (start-up and
@@ -20,6 +21,7 @@ NUM_STEPS=${NUM_STEPS:-128}
 ITERATIONS=${ITERATIONS:-3}
 RANKS=${RANKS:-"1 2"}
 VECTOR_ENV=${VECTOR_ENV:-sync}
+EXTRA_ARGS=${EXTRA_ARGS:-}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 if [[ -z "${TORCHRUN:-}" ]]; then
@@ -32,7 +34,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 cores=$(nproc)
 total=$((NUM_ENVS * NUM_STEPS * ITERATIONS))
 echo "machine: $cores cores, $(uptime | sed 's/.*load average/load average/') (before)"
-echo "workload: $ENV_ID, $NUM_ENVS envs in all ($VECTOR_ENV), $NUM_STEPS steps, $ITERATIONS iterations = $total steps"
+echo "workload: $ENV_ID, $NUM_ENVS envs in all ($VECTOR_ENV), $NUM_STEPS steps, $ITERATIONS iterations = $total steps" \
+    "${EXTRA_ARGS:+($EXTRA_ARGS)}"
 echo
 echo "| ranks | envs per rank | torch threads per rank (rollout / update) | SPS | cores busy per rank |"
 echo "|---|---|---|---|---|"
@@ -41,7 +44,7 @@ for ranks in $RANKS; do
     $TORCHRUN --standalone --nnodes=1 --nproc_per_node="$ranks" cleanrl/ppo_atari_multigpu.py \
         --env-id "$ENV_ID" --num-envs "$NUM_ENVS" --num-steps "$NUM_STEPS" --total-timesteps "$total" \
         --vector-env "$VECTOR_ENV" --checkpoint-interval 0 --no-progress-bar \
-        --runs-dir "$OUT/runs" --run-name "ranks$ranks" >"$log" 2>&1 || { tail -n 20 "$log"; exit 1; }
+        --runs-dir "$OUT/runs" --run-name "ranks$ranks" $EXTRA_ARGS >"$log" 2>&1 || { tail -n 20 "$log"; exit 1; }
     sps=$(sed -n 's/^done: .* SPS \([0-9]*\).*/\1/p' "$log")
     threads=$(sed -n 's/.*torch \([0-9]*\) thread(s) for inference, \([0-9]*\) for learning.*/\1 \/ \2/p' "$log")
     busy=$(sed -n 's/^rank \([0-9]*\)\/[0-9]*: .* = \([0-9.]*\) cores busy$/\1 \2/p' "$log" | sort -n | cut -d' ' -f2)
