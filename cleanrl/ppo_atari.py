@@ -73,7 +73,7 @@ class Args:
     env_threads: int = 0
     """C++ stepping threads of an ale/envpool pool (0: one per core of this process)"""
     torch_threads: int = 0
-    """torch threads (0: 1 for the rollout's inference, all cores of this process for the update)"""
+    """torch threads (0: all cores of this process; 1 for the rollout's inference with --overlap)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; see docs/throughput.md for the gain)"""
     total_timesteps: int = 10000000
@@ -350,7 +350,9 @@ if __name__ == "__main__":
         "hyperparameters",
         "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
     )
-    threads = plan_threads(args.num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads)
+    threads = plan_threads(
+        args.num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads, overlap=args.overlap
+    )
     print(
         f"run {run_name}: {args.num_envs} envs ({args.vector_env}{', overlapped' if args.overlap else ''}), "
         f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_iterations} iterations, "

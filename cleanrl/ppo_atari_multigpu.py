@@ -78,8 +78,7 @@ class Args:
     device_ids: Optional[list[int]] = None
     """the CUDA device of each local rank of a node, e.g. `0 0 1 1` (2 ranks per GPU); default: local rank % GPUs"""
     torch_threads: Optional[int] = None
-    """torch CPU threads per rank (default: 1 for the rollout's inference, cores of this machine // ranks on this
-    node for the update; cleanrl_utils/placement.py)"""
+    """torch CPU threads per rank (default: cores of this machine // ranks on this node; cleanrl_utils/placement.py)"""
     env_threads: int = 0
     """C++ stepping threads of each rank's ale/envpool pool (0: cores of this machine // ranks on this node)"""
     dist_timeout: float = 600.0
@@ -835,7 +834,7 @@ if __name__ == "__main__":
                     lrnow = frac * args.learning_rate
                     optimizer.param_groups[0]["lr"] = lrnow
 
-                # ROLLOUT (each rank its own envs; one torch thread for the small inference batches)
+                # ROLLOUT (each rank its own envs)
                 use_threads(threads.inference_threads)
                 next_obs, next_done, episodes = collect_rollout(
                     envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device

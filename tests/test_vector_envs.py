@@ -250,7 +250,9 @@ def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
 
 def test_threads_are_sized_to_the_cores_of_each_rank():
     plan = plan_threads(num_envs=8, cores=16, local_ranks=2)
-    assert (plan.cores, plan.env_threads, plan.inference_threads, plan.learning_threads) == (8, 8, 1, 8)
+    assert (plan.cores, plan.env_threads, plan.inference_threads, plan.learning_threads) == (8, 8, 8, 8)
+    plan = plan_threads(num_envs=8, cores=16, local_ranks=2, overlap=True)  # inference runs next to env threads
+    assert (plan.env_threads, plan.inference_threads, plan.learning_threads) == (8, 1, 8)
     plan = plan_threads(num_envs=4, cores=16, local_ranks=1)
     assert plan.env_threads == 4  # never more threads than envs
     plan = plan_threads(num_envs=8, cores=2, local_ranks=4)
