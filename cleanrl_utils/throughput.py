@@ -491,7 +491,7 @@ def plot(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -> None:
     ax1.axvline(results["bounds"]["combined"], color="k", ls="--", lw=1, label="combined bound")
     ax1.axvline(TARGET * results["bounds"]["combined"], color="r", ls=":", lw=1, label="85% of it")
     ax1.set_xlabel("SPS (end to end)")
-    ax1.legend(fontsize=8)
+    ax1.legend(fontsize=8, loc="lower right")
     left = np.zeros(len(rows))
     for key, color in (("env", "tab:green"), ("inference", "tab:orange"), ("learn", "tab:purple"),
                        ("other", "tab:gray")):
