@@ -935,6 +935,10 @@ if __name__ == "__main__":
             model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
             save_model(model_path, agent, args)
             print(f"model saved to {model_path}", flush=True)
+        if info.world_size > 1:
+            # leave together: a rank that shuts down its gloo connections while a peer is still busy (rank 0
+            # saving the model) made that rank abort at exit ("terminate called without an active exception")
+            dist.barrier()
     except KeyboardInterrupt:
         print(f"\nrank {info.rank}: interrupted; the last checkpoint is kept", file=sys.stderr)
         exit_code = 130
