@@ -17,13 +17,17 @@
 #   resumed run continues the same policy, optimizer, learning-rate schedule and step axis, with fresh games.
 import hashlib
 import os
+
+# Idle OpenMP threads sleep instead of spinning, so they leave the cores to the env threads (see ppo_atari.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import random
 import signal
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, Optional
+from typing import Literal, NoReturn, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -337,7 +341,7 @@ class Agent(nn.Module):
         self.to(memory_format=torch.channels_last)
 
     def hidden(self, x):
-        x = x.to(torch.float32).div_(255.0).contiguous(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last).to(torch.float32).div_(255.0)  # layout, then float
         return self.network(x)
 
     def get_value(self, x):
@@ -668,6 +672,30 @@ def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
 
 
+def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
+    """Exit a distributed run at once, skipping the interpreter's teardown (logs, writer and checkpoint are closed).
+
+    When a peer fails, a gloo worker thread may still be finishing the collective it broke; if it drops that
+    collective's tensors while the interpreter is being torn down, it can't take the GIL and the process aborts
+    ("terminate called without an active exception", SIGABRT) instead of exiting with its code: seen in about 1
+    run in 10 of a rank whose peer failed (core dump: ProcessGroupGloo::runLoop -> ~AsyncBroadcastWork -> decref
+    -> take_gil during Py_FinalizeEx). `os._exit` ends all threads together. `exc` is the exception on its way out
+    (a `fail(...)` message, a bug), reported as Python would report it.
+    """
+    if isinstance(exc, SystemExit):
+        if exc.code is None or isinstance(exc.code, int):
+            exit_code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            exit_code = 1
+    elif exc is not None:
+        traceback.print_exception(exc)
+        exit_code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
+
+
 if __name__ == "__main__":
     args = tyro.cli(Args)
     info = read_dist_env()
@@ -711,7 +739,7 @@ if __name__ == "__main__":
             except Exception as exc:
                 fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
         agent = Agent(envs).to(device)
-        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
         # a restart if ANY rank's agent counted one (across nodes the counts differ): then resume
         restart = max(gather_to_all(restart_count(), info.world_size))
@@ -801,9 +829,11 @@ if __name__ == "__main__":
                 )
         ckpt = setup = None
 
-        # ALGO Logic: Storage setup; observations stay uint8 until the network
+        # ALGO Logic: Storage setup; observations stay uint8 until the network, stored with the frames last in
+        # memory (channels_last, the network's layout; indexed as (step, env, frame, height, width))
         shape = (args.num_steps, args.local_num_envs)
-        obs = torch.zeros(shape + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
+        frames, height, width = envs.single_observation_space.shape
+        obs = torch.zeros(shape + (height, width, frames), dtype=torch.uint8, device=device).permute(0, 1, 4, 2, 3)
         actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
         logprobs = torch.zeros(shape).to(device)
         rewards = torch.zeros(shape).to(device)
@@ -936,9 +966,7 @@ if __name__ == "__main__":
             save_model(model_path, agent, args)
             print(f"model saved to {model_path}", flush=True)
         if info.world_size > 1:
-            # leave together: a rank that shuts down its gloo connections while a peer is still busy (rank 0
-            # saving the model) made that rank abort at exit ("terminate called without an active exception")
-            dist.barrier()
+            dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
     except KeyboardInterrupt:
         print(f"\nrank {info.rank}: interrupted; the last checkpoint is kept", file=sys.stderr)
         exit_code = 130
@@ -955,4 +983,6 @@ if __name__ == "__main__":
             writer.close()
         if dist.is_initialized():
             dist.destroy_process_group()
+        if info.launched:
+            leave(exit_code, sys.exc_info()[1])
     sys.exit(exit_code)
