@@ -15,6 +15,12 @@
 # (`perf/...` scalars and a `perf:` line at the end). All backends give the same autoreset and episode semantics
 # (cleanrl_utils/vector_envs.py).
 import os
+
+# Idle OpenMP threads sleep instead of spinning. PyTorch's OpenMP workers otherwise busy-wait after every parallel
+# region and take the cores from the env threads that step right after inference: measured on 2 cores,
+# `--vector-env ale` spent 4.0 s stepping envs in 8 iterations with spinning workers and 2.7 s without
+# (docs/throughput.md). Must be set before torch loads OpenMP; an explicit OMP_WAIT_POLICY wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import random
 import signal
 import sys
@@ -172,7 +178,9 @@ class Agent(nn.Module):
         self.to(memory_format=memory_format)
 
     def hidden(self, x):
-        x = x.to(torch.float32).div_(255.0).contiguous(memory_format=self.memory_format)
+        # layout first (on uint8, 4x fewer bytes to move), then float: a no-op for the rollout buffer's minibatches,
+        # which are stored channels_last already
+        x = x.contiguous(memory_format=self.memory_format).to(torch.float32).div_(255.0)
         return self.network(x)
 
     def get_value(self, x):
@@ -381,12 +389,15 @@ if __name__ == "__main__":
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
         agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
         agent.get_value = torch.compile(agent.get_value, dynamic=False)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
-    obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(
-        device
-    )
+    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network. `obs` is
+    # indexed (step, env, frame, height, width) but laid out with the frames last in memory (channels_last), the
+    # network's layout: a minibatch gathered from it goes to float without a transpose.
+    frames, height, width = envs.single_observation_space.shape
+    obs = torch.zeros((args.num_steps, args.num_envs, height, width, frames), dtype=torch.uint8, device=device)
+    obs = obs.permute(0, 1, 4, 2, 3)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
