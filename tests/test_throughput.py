@@ -11,19 +11,20 @@ BREAKOUT = "BreakoutNoFrameskip-v4"
 def test_emulator_and_env_rates_are_measured():
     fps = throughput.emulator_frames_per_second(BREAKOUT, seconds=0.3)
     steps = throughput.env_steps_per_second("ale", BREAKOUT, 4, seconds=0.3)
-    assert fps > 100 and steps > 10
+    one_thread = throughput.preprocessed_steps_per_thread(BREAKOUT, seconds=0.3)
+    assert fps > 100 and steps > 10 and one_thread > 10
     # an agent step is 4 emulator frames plus preprocessing: 4 envs can't beat 4 cores of raw emulation
     assert steps < 4 * fps / 4
 
 
 def synthetic_results(best_env16: float, best_sps: float) -> dict:
     machine = {"cpu": "test cpu", "cores": 2, "load_average_at_start": (0.5, 0.5, 0.5)}
-    e2e_row = {"backend": "ale --overlap", "sps": best_sps, "seconds": 10.0, "env": 2.0, "inference": 1.0,
+    e2e_row = {"backend": "ale --overlap", "sps": best_sps - 30, "steady_sps": best_sps, "seconds": 10.0, "env": 2.0, "inference": 1.0,
                "learn": 6.0, "other": 1.0, "cpu_percent": 95.0, "gpu_percent": None, "peak_rss_mib": 600.0}
     return {
         "machine": machine,
         "default_backend": "ale --overlap",
-        "physical": {"frames_per_second": 8000.0, "bound": 4000.0},
+        "physical": {"frames_per_second": 8000.0, "bound": 4000.0, "preprocessed_per_thread": 1600.0},
         "env": {"sync": {"8": 1400.0, "16": 1500.0, "32": 1500.0},
                 "ale": {"8": 2500.0, "16": best_env16, "32": 3000.0}},
         "network": [{"form": "channels_last", "threads": 2, "inference": 9000.0, "training": 4000.0, "warmup_s": 0.4},
@@ -59,9 +60,25 @@ def test_report_and_plots_are_written(tmp_path):
     throughput.plot(results, args, tmp_path, "testbox")
     text = path.read_text()
     assert "| ale | 2,500 | 3,500 | 3,000 |" in text
-    assert "| ale --overlap | 700 | 95% |" in text  # 700 / 736.4
+    assert "| ale --overlap | 670 | 700 | 95% |" in text  # steady 700 / 736.4
+    assert "1,600 agent steps/s = **80% of raw emulation per core**" in text  # 1600 / (8000 / 4)
     assert "failed: boom" in text and "failed: no rendezvous" in text and "failed: no compiler" in text
     assert "**met**" in text and "test cpu" in text
     for png in ("throughput_testbox_env.png", "throughput_testbox_e2e.png"):
         assert (tmp_path / png).stat().st_size > 5000
     assert (tmp_path / "throughput_testbox.json").exists()
+
+
+def test_logged_sps_reads_overall_and_steady_state_rates(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "runs" / "some_run"
+    writer = SummaryWriter(str(run))
+    # the first iteration took 5 s (start-up), the next two 3 s each: 1024 steps per iteration
+    for step, wall in ((1024, 105.0), (2048, 108.0), (3072, 111.0)):
+        writer.add_scalar("charts/SPS", int(step / (wall - 100.0)), step, walltime=wall)
+    writer.close()
+    sps, steady = throughput.logged_sps(str(tmp_path / "runs"))
+    assert sps == 279  # 3072 / 11 s, as the script logs it
+    assert abs(steady - 2048 / 6.0) < 1e-6  # iterations 2 and 3 only
+    assert throughput.logged_sps(str(tmp_path / "empty")) == (None, None)
