@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -271,3 +275,50 @@ def test_track_without_wandb_is_a_one_line_error(tmp_path):
         cwd=tmp_path, timeout=120, env={**FAST, "PYTHONPATH": str(tmp_path / "fake")},
     )
     assert_one_line_error(result, "pip install -e '.[track]'")
+
+
+# ---------------------------------------------------------------- throughput settings
+
+
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, tmp_path):
+    """OMP_WAIT_POLICY must be PASSIVE before torch loads OpenMP (spinning workers starve the env threads)."""
+    code = (
+        "import sys; sys.argv = ['x']; import runpy, os; "
+        f"runpy.run_path({script!r}, run_name='not_main'); "
+        "import torch; print(os.environ.get('OMP_WAIT_POLICY'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = os.getcwd()
+    default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    chosen = subprocess.run([sys.executable, "-c", code], env=dict(env, OMP_WAIT_POLICY="ACTIVE"),
+                            capture_output=True, text=True, timeout=120)
+    assert default.stdout.split()[-1] == "PASSIVE", default.stderr[-2000:]
+    assert chosen.stdout.split()[-1] == "ACTIVE", chosen.stderr[-2000:]
+
+
+def test_network_gives_the_same_outputs_for_either_frame_layout():
+    """The rollout buffer holds frames channels_last; the network must not care how its uint8 input is laid out."""
+    torch.manual_seed(0)
+    agent = ppo_atari.Agent(type("Envs", (), {"single_action_space": gym.spaces.Discrete(4)}))
+    frames = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
+    frames_last = frames.contiguous(memory_format=torch.channels_last)
+    assert frames_last.stride() != frames.stride() and torch.equal(frames_last, frames)
+    actions = torch.arange(6) % 4
+    with torch.no_grad():
+        a = agent.get_action_and_value(frames, actions)
+        b = agent.get_action_and_value(frames_last, actions)
+    for x, y in zip(a[1:], b[1:]):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_rollout_buffer_minibatches_keep_the_network_layout():
+    """A minibatch gathered from the buffer (as in the update) is channels_last already: no transpose per step."""
+    frames, height, width = 4, 84, 84
+    obs = torch.zeros((128, 8, height, width, frames), dtype=torch.uint8).permute(0, 1, 4, 2, 3)
+    obs[3] = torch.full((8, 4, 84, 84), 7, dtype=torch.uint8)  # the rollout writes (env, frame, h, w) batches
+    b_obs = obs.reshape((-1, frames, height, width))
+    assert b_obs.data_ptr() == obs.data_ptr()  # a view, not a copy
+    minibatch = b_obs[np.random.default_rng(0).permutation(1024)[:256]]
+    assert minibatch.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(b_obs[3 * 8 : 4 * 8], torch.full((8, 4, 84, 84), 7, dtype=torch.uint8))
