@@ -39,6 +39,7 @@ from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from cleanrl_utils.checks import check_atari_env_id, check_batch, check_positive, fail, prepare_run_dir
+from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
 
@@ -367,6 +368,8 @@ if __name__ == "__main__":
         f"{threads.describe()}, logs in {run_dir}",
         flush=True,
     )
+
+    keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)

@@ -40,6 +40,7 @@ import tyro
 from torch.distributions.categorical import Categorical
 from tqdm import tqdm
 
+from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 from cleanrl_utils.checks import check_atari_env_id, check_positive, fail, prepare_run_dir
@@ -720,6 +721,8 @@ if __name__ == "__main__":
     check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
     threads = plan_threads(args.local_num_envs, args.env_threads, args.torch_threads or 0, info.local_world_size)
     use_threads(threads.learning_threads)
+
+    keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
 
     # TRY NOT TO MODIFY: seeding (rank 0 of a 1-process run draws exactly like ppo_atari.py)
     random.seed(args.seed + info.rank)

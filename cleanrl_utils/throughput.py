@@ -39,6 +39,7 @@ import psutil
 import torch
 import tyro
 
+from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
 
@@ -613,6 +614,7 @@ def default_backend() -> str:
 
 def main(args: Args) -> None:
     start = time.perf_counter()
+    keep_freed_memory()  # the network is timed with the allocator settings the scripts use
     cores = usable_cores()
     tag = args.tag or (re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(0)).strip("-") + f"_cpu{cores}"
                        if torch.cuda.is_available() else f"cpu{cores}")
