@@ -5,7 +5,8 @@
 #   of cleanrl/ppo_atari.py per backend with and without --overlap (time split, CPU/GPU utilisation, peak RSS),
 #   and 1 vs 2 torchrun ranks of cleanrl/ppo_atari_multigpu.py.
 # Writes docs/benchmarks/throughput_<machine>.md, .json and two PNG plots (needs the `plot` extra: matplotlib).
-# 4-7 minutes on a 2-core CPU VM (259 s and 408 s measured); runs unchanged on a GPU machine (the network then runs on cuda).
+# 5-8 minutes on a 2-core CPU VM (301 s and 298 s measured on a fast hour; the same VM's slow hours take up to 1.6x
+# longer); runs unchanged on a GPU machine (the network then runs on cuda).
 # Extra flags go to the module, e.g. `bash benchmark/throughput.sh --tag mybox --no-compile --seconds 5`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -547,14 +547,14 @@ def plot(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -> None:
     plt.close(fig)
 
     rows = [r for r in results["e2e"] if "sps" in r]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.6))
     names = [r["backend"] for r in rows]
     ax1.barh(names, [steady(r) for r in rows], color="tab:blue", label="steady SPS")
     ax1.plot([r["sps"] for r in rows], names, "k|", ms=12, label="SPS incl. start")
     ax1.axvline(results["bounds"]["combined"], color="k", ls="--", lw=1, label="combined bound")
     ax1.axvline(TARGET * results["bounds"]["combined"], color="r", ls=":", lw=1, label="85% of it")
     ax1.set_xlabel("agent steps/s (end to end)")
-    ax1.legend(fontsize=8, loc="lower right")
+    ax1.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False)
     left = np.zeros(len(rows))
     for key, color in (("env", "tab:green"), ("inference", "tab:orange"), ("learn", "tab:purple"),
                        ("other", "tab:gray")):
@@ -563,7 +563,7 @@ def plot(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -> None:
         left += share
     ax2.set_xlabel("share of wall time")
     ax2.set_yticks([])
-    ax2.legend(fontsize=8, loc="lower right")
+    ax2.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=4, frameon=False)
     fig.suptitle(f"ppo_atari.py, {args.num_envs} envs, {tag}")
     fig.tight_layout()
     fig.savefig(out_dir / f"throughput_{tag}_e2e.png", dpi=110)
