@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
+from helpers import REPO_ROOT, CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
 
 SCRIPT = "cleanrl/ppo_atari.py"
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -285,11 +285,11 @@ def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, tmp_pa
     """OMP_WAIT_POLICY must be PASSIVE before torch loads OpenMP (spinning workers starve the env threads)."""
     code = (
         "import sys; sys.argv = ['x']; import runpy, os; "
-        f"runpy.run_path({script!r}, run_name='not_main'); "
+        f"runpy.run_path({str(REPO_ROOT / script)!r}, run_name='not_main'); "
         "import torch; print(os.environ.get('OMP_WAIT_POLICY'))"
     )
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    env["PYTHONPATH"] = os.getcwd()
+    env["PYTHONPATH"] = str(REPO_ROOT)
     default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     chosen = subprocess.run([sys.executable, "-c", code], env=dict(env, OMP_WAIT_POLICY="ACTIVE"),
                             capture_output=True, text=True, timeout=120)
