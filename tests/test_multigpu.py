@@ -324,7 +324,11 @@ def bad_runs(tmp_path_factory):
     cmd = [SCRIPT, *QUIET, "--dist-timeout", "5"]
     procs["alone"] = start_script(cmd, root, root / "alone.log", env=ranks_env(0, free_port()))
     # a check before the group forms, under the real launcher: each rank's stderr in its own file
-    cmd = torchrun(2, "--redirects=3", f"--log-dir={root / 'logs'}") + ["--num-envs", "3", *QUIET]
+    # --monitor-interval: torchrun's agent looks at its workers every 0.1 s by default and SIGTERMs the others as
+    # soon as one has failed; a rank still importing torch on the loaded 2 cores then dies before its own check
+    # (seen once: an empty stderr.log; reproduced by delaying rank 1 by 2 s). 5 s lets every rank reach its check.
+    cmd = torchrun(2, "--redirects=3", "--monitor-interval=5", f"--log-dir={root / 'logs'}")
+    cmd += ["--num-envs", "3", *QUIET]
     procs["torchrun"] = start_script(cmd, root, root / "torchrun.log", env=ENV)
     started = time.monotonic()
     codes = {key: proc.wait(timeout=400) for key, proc in procs.items()}
