@@ -5,16 +5,15 @@ Order, from the emulator outwards (as in CleanRL / Stable-Baselines3):
 1. ``gymnasium.wrappers.AtariPreprocessing``: no-op reset (1..30 no-ops), frame skip 4 with a max-pool of the
    last two frames, 84x84 grayscale (read straight from the emulator's grayscale screen, resized with
    ``INTER_AREA``). gymnasium's own wrapper does exactly these steps, so we use it rather than re-writing them.
-2. ``RecordEpisodeStatistics``: the *full-game* return (all lives, unclipped rewards) and length (made to count
-   agent steps by 5.). It sits below ``EpisodicLifeEnv`` so that a lost life is not reported as an episode.
+2. ``RecordEpisodeStatistics``: the *full-game* return (all lives, unclipped rewards) and, through
+   ``EpisodeFramesEnv``, length in emulator frames (CleanRL's unit). It sits below ``EpisodicLifeEnv`` so that a
+   lost life is not reported as an episode.
 3. ``EpisodicLifeEnv``: a lost life ends the episode for learning, without resetting the emulator.
 4. ``FireResetEnv``: presses FIRE after every reset (real or after a lost life) in games whose action set has FIRE
    (the rule of baselines, CleanRL and Stable-Baselines3). Breakout needs it; Pong has FIRE too and gets it,
    harmlessly (FIRE does nothing at Pong's start, then action 2 moves the paddle for 4 frames).
-5. ``AgentStepLengthEnv``: the episode length counts only the agent's steps, not those FIRE reset and the
-   episodic-life reset take by themselves.
-6. ``ClipRewardEnv``: reward clipped to its sign.
-7. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames, shape ``(4, 84, 84)`` uint8.
+5. ``ClipRewardEnv``: reward clipped to its sign.
+6. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames, shape ``(4, 84, 84)`` uint8.
 """
 
 from __future__ import annotations
@@ -87,39 +86,19 @@ class FireResetEnv(gym.Wrapper):
         return obs, info
 
 
-class AgentStepLengthEnv(gym.Wrapper):
-    """Make ``info["episode"]["l"]`` count the agent's own steps over the whole game.
+class EpisodeFramesEnv(gym.Wrapper):
+    """Make ``info["episode"]["l"]`` the game's length in emulator frames, the unit of CleanRL's curves.
 
-    ``RecordEpisodeStatistics`` must sit below ``EpisodicLifeEnv`` (a lost life is not an episode), so it also
-    counts the steps that ``EpisodicLifeEnv`` and ``FireResetEnv`` take by themselves inside ``reset`` (the no-op
-    after a lost life, FIRE and action 2): 3 extra steps per life in Breakout. Their rewards belong in the return,
-    but they are not agent steps. This wrapper, above them, counts ``step`` calls and writes that count into the
-    episode statistics. A new game is recognised by the length counted below going back at ``reset`` (a reset
-    after a lost life continues the game, and that count with it).
+    CleanRL's ``RecordEpisodeStatistics`` sits under its frame skip and counts emulator frames: the no-ops at reset,
+    4 per agent step, and the steps FIRE reset and the episodic-life reset take by themselves. The statistics here
+    sit above the frame skip (they would count 4-frame steps without the no-ops), so this wrapper, right above
+    them, writes the emulator's own frame count of the game instead (the same counter ale-py's pool reports).
     """
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self.agent_steps = 0
-        self.steps_below = 0
-
-    def _steps_below(self) -> int:
-        return int(self.env.get_wrapper_attr("episode_lengths"))
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        obs, info = self.env.reset(**kwargs)
-        steps_below = self._steps_below()
-        if steps_below < self.steps_below:
-            self.agent_steps = 0
-        self.steps_below = steps_below
-        return obs, info
 
     def step(self, action: int) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self.agent_steps += 1
-        self.steps_below = self._steps_below()
         if "episode" in info:
-            info["episode"]["l"] = self.agent_steps
+            info["episode"]["l"] = _ale(self.env).getEpisodeFrameNumber()
         return obs, reward, terminated, truncated, info
 
 
@@ -166,13 +145,13 @@ def make_atari_env(
         env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
     )
     env = gym.wrappers.RecordEpisodeStatistics(env)
+    env = EpisodeFramesEnv(env)
     if video_folder:  # below EpisodicLifeEnv, so that a video is a whole game
         env = gym.wrappers.RecordVideo(env, video_folder, disable_logger=True)
     if episodic_life:
         env = EpisodicLifeEnv(env)
     if needs_fire_reset(env):
         env = FireResetEnv(env)
-    env = AgentStepLengthEnv(env)
     if clip_reward:
         env = ClipRewardEnv(env)
     env = gym.wrappers.FrameStackObservation(env, frame_stack)

@@ -613,11 +613,12 @@ def main(args: Args) -> None:
     print(f"machine: {results['machine']}", flush=True)
 
     fps = emulator_frames_per_second(args.env_id, args.seconds)
-    # the preprocessing ceiling: ale-py's pool on ONE stepping thread (16 envs per batch, which amortises the
-    # hand-over to Python better than 4: 78% against 75-76% measured), nothing else running. Its share of one
-    # core's raw emulation is what survives the per-step screen work (two gray grabs, max-pool, resize to 84x84,
-    # frame stack), before any cost of running threads in parallel
-    one_thread = env_steps_per_second("ale", args.env_id, 16, args.seconds, env_threads=1)
+    # the preprocessing ceiling: a native pool on ONE stepping thread (16 envs per batch, which amortises the
+    # hand-over to Python better than 4), nothing else running. Its share of one core's raw emulation is what
+    # survives the per-step screen work (two gray grabs, max-pool, resize to 84x84, frame stack), before any cost
+    # of running threads in parallel. EnvPool's pool, since the ale backend runs one thread per env
+    # (cleanrl_utils/vector_envs.py: AleVectorEnv); earlier reports measured ale-py's pool on one thread.
+    one_thread = env_steps_per_second("envpool", args.env_id, 16, args.seconds, env_threads=1)
     results["physical"] = {"frames_per_second": fps, "bound": fps * cores / FRAME_SKIP,
                            "preprocessed_per_thread": one_thread}
     print(f"physical: {fps:,.0f} frames/s on one core -> bound {results['physical']['bound']:,.0f} steps/s; "

@@ -89,9 +89,9 @@ def test_wrapper_chain_and_observation_space(env_id: str) -> None:
     assert wrapper_chain(env) == [
         "FrameStackObservation",
         "ClipRewardEnv",
-        "AgentStepLengthEnv",
         "FireResetEnv",
         "EpisodicLifeEnv",
+        "EpisodeFramesEnv",
         "RecordEpisodeStatistics",
         "AtariPreprocessing",
         "OrderEnforcing",
@@ -295,7 +295,8 @@ def test_clip_reward_env_gives_the_sign() -> None:
 
 
 def test_breakout_clipped_rewards_and_full_game_statistics() -> None:
-    """A 4-point brick gives reward 1; the game's return sums raw points over all lives, length counts agent steps."""
+    """A 4-point brick gives reward 1; the game's return sums raw points over all lives; its length is every
+    emulator frame of the game (no-ops, agent steps and the resets' own steps: CleanRL's unit)."""
     env = make_atari_env(BREAKOUT)
     tap = FrameTap(env)
     env.reset(seed=1)
@@ -322,7 +323,7 @@ def test_breakout_clipped_rewards_and_full_game_statistics() -> None:
     episode = info["episode"]
     # every raw point of the game, including any scored during reset's own FIRE / no-op steps
     assert episode["r"] == tap.reward() > clipped_sum
-    assert episode["l"] == agent_steps
+    assert episode["l"] == len(tap.frames) > 4 * agent_steps
 
 
 # --- the frame cap and seeded resets ----------------------------------------------------------------------------
@@ -336,14 +337,14 @@ def test_max_episode_frames_truncates() -> None:
     assert truncated and not terminated
     assert frame_number(env) == 200
     assert steps == math.ceil((200 - start) / 4)
-    assert info["episode"]["l"] == steps
+    assert info["episode"]["l"] == 200  # frames, the no-ops included
     env.reset()
     assert frame_number(env) <= 30 + len(FIRE_RESET_ACTIONS)  # truncation ends the game: a real reset follows
     # a seeded reset mid-game starts a new game, and a new length count
     env.step(NOOP)
     env.reset(seed=0)
     again, _, truncated, info = play_until_done(env, NOOP, limit=100)
-    assert truncated and again == steps and info["episode"]["l"] == steps
+    assert truncated and again == steps and info["episode"]["l"] == 200
 
 
 def test_seeded_reset_starts_a_new_game_even_mid_game() -> None:

@@ -11,7 +11,7 @@ BREAKOUT = "BreakoutNoFrameskip-v4"
 def test_emulator_and_env_rates_are_measured():
     fps = throughput.emulator_frames_per_second(BREAKOUT, seconds=0.3)
     steps = throughput.env_steps_per_second("ale", BREAKOUT, 4, seconds=0.3)
-    one_thread = throughput.env_steps_per_second("ale", BREAKOUT, 4, seconds=0.3, env_threads=1)
+    one_thread = throughput.env_steps_per_second("envpool", BREAKOUT, 4, seconds=0.3, env_threads=1)
     assert fps > 100 and steps > 10 and one_thread > 10
     # an agent step is 4 emulator frames plus preprocessing: 4 envs can't beat 4 cores of raw emulation
     assert steps < 4 * fps / 4

@@ -1,18 +1,16 @@
 """The vector env backends (cleanrl_utils/vector_envs.py) against each other, and overlapped sampling in ppo_atari.py.
 
-What the backends share *exactly* (checked here): observation shape (N, 4, 84, 84) and dtype uint8, the
-frame-stack padding after a reset, clipped rewards, ``terminated`` on every lost life and at game over, lives,
-SAME_STEP autoreset, and full-game episode statistics (all lives, unclipped points, agent steps).
+The backends play the *same game*: observation shape (N, 4, 84, 84) uint8, the frame stack restarted on the first
+frame after a reset and after every lost life, clipped rewards, ``terminated`` on every lost life and at game over,
+lives, SAME_STEP autoreset, the serve after every lost life (no-op, FIRE, action 2, taken by the env), and full-game
+statistics (all lives, unclipped points, emulator frames). Checked here on the real emulator:
 
-What they share only within tolerance, or not at all, by design:
-
-- ``ale`` vs the Python wrappers, same game, seed and actions, no no-ops, a game without FIRE (MsPacman): frames,
-  rewards, flags and lives are *identical* up to and including the first lost life. After it the Python chain
-  takes a no-op step and restarts its frame stack (``EpisodicLifeEnv.reset``), the native pool plays on.
-- games with FIRE (Breakout): the Python chain presses FIRE and action 2 (two agent steps) after every reset and
-  lost life, the native pools press FIRE for one frame at game start only, so the frames differ from the start.
-- ``envpool`` bundles its own, older emulator core and converts to gray itself: frames differ in about 1% of the
-  pixels at the start, and the game itself drifts from ale-py's after some dozens of steps.
+- ``ale`` and the Python chain with no no-ops at reset (so that their random draws can't differ): identical frames,
+  rewards, flags, lives and game statistics, step for step, over many whole games of Breakout (FIRE) and MsPacman.
+- ``envpool`` bundles its own emulator build and converts to gray itself: with one no-op frame on both sides it
+  plays Breakout pixel for pixel like the chain under a NOOP policy; on MsPacman about 1% of the pixels differ.
+- with the no-ops drawn at random, a policy that never presses FIRE ends games at the rate of the chain on every
+  backend (the test says how close), and the no-op count at reset stays in range.
 """
 
 from __future__ import annotations
@@ -51,24 +49,52 @@ def lockstep(backends, env_id, steps, seed=0):
             e.close()
 
 
-def test_ale_is_identical_to_the_python_wrappers_until_the_first_lost_life():
-    compared = 0
-    for t, res in lockstep(["sync", "ale"], MSPACMAN, 1000):
+@pytest.mark.parametrize("env_id, steps, lives", [(BREAKOUT, 1500, 5), (MSPACMAN, 800, 3)])
+def test_ale_is_identical_to_the_python_wrappers_over_whole_games(env_id, steps, lives):
+    games = lost_lives = 0
+    for t, res in lockstep(["sync", "ale"], env_id, steps):
         (obs_py, r_py, term_py, trunc_py, info_py), (obs_ale, r_ale, term_ale, trunc_ale, info_ale) = (
             res["sync"], res["ale"],
         )
         assert obs_ale.dtype == obs_py.dtype == np.uint8 and obs_ale.shape == obs_py.shape == (2, 4, 84, 84)
+        np.testing.assert_array_equal(obs_ale, obs_py, err_msg=f"step {t}")
         np.testing.assert_array_equal(info_ale["lives"], info_py["lives"])
-        if t >= 0:
-            np.testing.assert_array_equal(r_ale, r_py)
-            np.testing.assert_array_equal(term_ale, term_py)
-            np.testing.assert_array_equal(trunc_ale, trunc_py)
-            if term_py.any():  # a lost life; from here on the Python chain takes its own no-op step
-                assert info_py["lives"][term_py].tolist() == [2] * int(term_py.sum())
-                break
-        np.testing.assert_array_equal(obs_ale, obs_py)
-        compared += 1
-    assert compared > 100  # MsPacman's first life lasts well over 100 random steps; a lost life was reached
+        if t < 0:
+            continue
+        np.testing.assert_array_equal(r_ale, r_py)
+        np.testing.assert_array_equal(term_ale, term_py)
+        np.testing.assert_array_equal(trunc_ale, trunc_py)
+        final_py, final_ale = info_py.get("final_info", {}), info_ale.get("final_info", {})
+        assert ("episode" in final_py) == ("episode" in final_ale), f"step {t}"
+        if "episode" in final_py:
+            mask = final_py["_episode"]
+            np.testing.assert_array_equal(final_ale["_episode"], mask)
+            for key in ("r", "l"):
+                np.testing.assert_array_equal(final_ale["episode"][key][mask], final_py["episode"][key][mask])
+            games += int(mask.sum())
+        lost_lives += int(term_py.sum())
+    assert games >= 2 and lost_lives >= lives * games  # whole games: every life lost, and new games started
+
+
+def test_envpool_plays_breakout_pixel_for_pixel_like_the_chain_under_noop():
+    envs = {b: make_atari_vector_env(b, BREAKOUT, 2, noop_max=1, seed=3) for b in ("sync", "envpool")}
+    try:
+        for e in envs.values():
+            e.reset(seed=3)
+        games = 0
+        for t in range(700):
+            (obs_py, r_py, term_py, _, info_py), (obs_ep, r_ep, term_ep, _, info_ep) = (
+                e.step(np.zeros(2, dtype=np.int64)) for e in envs.values()
+            )
+            np.testing.assert_array_equal(obs_ep, obs_py, err_msg=f"step {t}")
+            np.testing.assert_array_equal(r_ep, r_py)
+            np.testing.assert_array_equal(term_ep, term_py)
+            np.testing.assert_array_equal(info_ep["lives"], info_py["lives"])
+            games += int("episode" in info_py.get("final_info", {}))
+        assert games >= 2
+    finally:
+        for e in envs.values():
+            e.close()
 
 
 def test_envpool_matches_within_tolerance_at_the_start():
@@ -102,6 +128,12 @@ def play_one_game(backend: str, env_id: str, max_steps: int = 5000):
         envs.close()
 
 
+def assert_game_length_in_frames(length: int, agent_steps: int, lives: int) -> None:
+    """A game's logged length counts emulator frames, as CleanRL's does: 4 per agent step (fewer in the step that
+    ends the game), up to 3 steps per life that the env takes by itself (no-op, FIRE, 2) and up to 30 no-ops."""
+    assert 4 * (agent_steps - 1) < length <= 4 * (agent_steps + 3 * lives) + 30, (length, agent_steps)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_lost_life_terminates_without_resetting_the_game(backend):
     steps = play_one_game(backend, BREAKOUT)
@@ -121,7 +153,7 @@ def test_a_lost_life_terminates_without_resetting_the_game(backend):
                and info["final_info"]["_episode"][0]]
     assert reports == [len(steps) - 1]
     episode = info["final_info"]["episode"]
-    assert int(episode["l"][0]) == len(steps)
+    assert_game_length_in_frames(int(episode["l"][0]), agent_steps=len(steps), lives=5)
     assert float(episode["r"][0]) >= sum(r for r, *_ in steps) > 0
 
 
@@ -133,7 +165,101 @@ def test_episode_return_counts_unclipped_points(backend):
     episode = steps[-1][3]["final_info"]["episode"]
     # every MsPacman reward is worth at least 10 points (a pellet), so the raw return is >= 10x the clipped one
     assert float(episode["r"][0]) >= 10 * sum(rewards) > 0
-    assert int(episode["l"][0]) == len(steps)
+    assert_game_length_in_frames(int(episode["l"][0]), agent_steps=len(steps), lives=3)
+
+
+def noop_games(backend: str, num_envs: int = 8, steps: int = 1500, seed: int = 1) -> np.ndarray:
+    """Lengths (frames) of the Breakout games that a policy that never presses FIRE finishes."""
+    envs = make_atari_vector_env(backend, BREAKOUT, num_envs, seed=seed)
+    try:
+        envs.reset(seed=seed)
+        lengths = []
+        for _ in range(steps):
+            *_, info = envs.step(np.zeros(num_envs, dtype=np.int64))
+            final = info.get("final_info", {})
+            if "episode" in final:
+                lengths += final["episode"]["l"][final["_episode"]].tolist()
+        return np.array(lengths, dtype=float)
+    finally:
+        envs.close()
+
+
+@pytest.fixture(scope="module")
+def sync_noop_games():
+    return noop_games("sync")
+
+
+@pytest.mark.parametrize("backend", ["ale", "envpool"])
+def test_a_policy_that_never_fires_ends_games_at_the_rate_of_the_chain(backend, sync_noop_games):
+    """Without the serve after a lost life a native pool waits for FIRE: 0 games would end here (the frame cap is
+    108,000 frames). With it, the games end as in the chain. Their lengths vary a lot from game to game (the no-op
+    count at reset decides where the ball goes: std ~400 frames for a mean ~800), so the means must agree within 4
+    standard errors of their difference, and the counts of games (same steps on both sides) within 30%."""
+    ours, chain = noop_games(backend), sync_noop_games
+    assert len(chain) >= 40 and len(ours) >= 0.7 * len(chain) and len(chain) >= 0.7 * len(ours)
+    stderr = np.sqrt(ours.var() / len(ours) + chain.var() / len(chain))
+    assert abs(ours.mean() - chain.mean()) < 4 * stderr, (ours.mean(), chain.mean(), stderr)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lost_life_is_followed_by_a_served_ball_without_any_agent_action(backend):
+    """NOOP only: after the first lost life the ball comes back by itself, so the next life is lost too."""
+    envs = make_atari_vector_env(backend, BREAKOUT, 1, seed=5)
+    try:
+        envs.reset(seed=5)
+        lost_at = []
+        for t in range(600):
+            _, _, terminated, _, info = envs.step(np.zeros(1, dtype=np.int64))
+            if terminated[0]:
+                lost_at.append((t, int(info["lives"][0])))
+            if len(lost_at) == 2:
+                break
+        assert [lives for _, lives in lost_at] == [4, 3], lost_at
+        assert lost_at[1][0] - lost_at[0][0] < 200  # a served ball is missed within ~100 steps
+    finally:
+        envs.close()
+
+
+BREAKOUT_FRAME_COUNTER = 90  # Breakout's RAM byte 90 counts frames (found by stepping the emulator one frame at a time)
+
+
+def test_no_ops_at_reset_stay_in_range_on_every_backend():
+    """The chain and EnvPool draw 1-30 no-op frames at the start of a game, ale-py's pool 0-29 (its own rule, see
+    AleVectorEnv). The serve adds 2 steps of 4 frames in Breakout."""
+    serve = 8
+    for backend, low, high in (("sync", 1, 30), ("ale", 0, 29)):
+        envs = make_atari_vector_env(backend, BREAKOUT, 16, seed=11)
+        _, info = envs.reset(seed=11)
+        envs.close()
+        noops = info["episode_frame_number"] - serve
+        assert noops.min() >= low and noops.max() <= high and len(set(noops.tolist())) >= 8, (backend, noops)
+    # EnvPool reports no frame counter: read the game's own, in the RAM its pool returns at reset
+    envs = make_atari_vector_env("envpool", BREAKOUT, 64, seed=11)
+    _, info = envs.pool.reset()
+    envs.close()
+    probe = gym.make(BREAKOUT, frameskip=1)
+    probe.reset(seed=0)
+    start = int(probe.unwrapped.ale.getRAM()[BREAKOUT_FRAME_COUNTER])  # the counter right after reset_game
+    probe.close()
+    noops = (info["ram"][:, BREAKOUT_FRAME_COUNTER].astype(int) - start) % 256
+    assert noops.min() >= 1 and noops.max() <= 30 and len(set(noops.tolist())) >= 15, noops
+
+
+def test_envpool_takes_a_new_seed_at_reset():
+    """A resumed run reseeds its envs with reset(seed=...); EnvPool takes seeds only when it is built."""
+    envs = make_atari_vector_env("envpool", BREAKOUT, 4, seed=1)
+
+    def play(seed):  # NOOP steps: where the served balls go depends on the no-ops the seed drew
+        envs.reset(seed=seed)
+        return np.stack([envs.step(np.zeros(4, dtype=np.int64))[0][:, -1] for _ in range(60)])
+
+    try:
+        first, again, other, back = play(1), play(1), play(100), play(1)
+    finally:
+        envs.close()
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, back)
+    assert not np.array_equal(first, other)
 
 
 # ---------------------------------------------------------------- overlapped sampling
