@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from helpers import REPO_ROOT, assert_one_line_error, run_script
 
 BENCHMARK = "cleanrl_utils/benchmark.py"
@@ -208,6 +209,7 @@ def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
     )
 
 
+@pytest.mark.slurm
 def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp_path):
     submit = [BENCHMARK, "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
               "--slurm-gpus-per-task", "0", "--slurm-cpus-per-task", "1", "--log-dir", "logs",

@@ -274,6 +274,7 @@ def test_local_provider_fails_and_stops_the_other_node(tmp_path):
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slurm
 def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     runs, script = tmp_path / "runs", tmp_path / "job.sbatch"
     res = run_submit(
@@ -295,6 +296,7 @@ def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     assert_two_rank_runs(runs, (5,), logs)
 
 
+@pytest.mark.slurm
 def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
     # `sbatch --wait` returns the jobs' exit code: python's 2 for a missing script; one array task per seed
     res = run_submit(
