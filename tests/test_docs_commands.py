@@ -163,6 +163,7 @@ def run_command(tokens: list[str], cwd: Path, timeout: float = 400) -> subproces
     return subprocess.run(tokens, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_commands_run_as_written(tmp_path):
     # the scratch folder stands for the repository root: the scripts and benchmark files are where the docs say
     for name in ("cleanrl", "cleanrl_utils", "benchmark"):

@@ -116,6 +116,7 @@ def policy_when_torch_loads(how: str, what: str, env: dict[str, str]) -> str:
     return res.stdout.split("@@policy")[-1].strip()
 
 
+@pytest.mark.slow
 def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = str(REPO_ROOT)

@@ -35,6 +35,7 @@ def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
     # a second "script" (the same runs under another exp_name) to overlay, and an env id with a slash, whose
     # run directory sits one folder deeper
@@ -65,6 +66,7 @@ def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
     assert rows[("ALE/Breakout-v5", "ppo")][:2] == ["1", f"{finals[0]:.2f} ± 0.00"]
 
 
+@pytest.mark.slow
 def test_runs_without_episodes_are_skipped_with_a_warning(runs, tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
