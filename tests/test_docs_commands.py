@@ -20,6 +20,7 @@ Placeholders (RUN_NAME, K, HOST and shell variables set in the block) are replac
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -158,9 +159,9 @@ def run_command(tokens: list[str], cwd: Path, timeout: float = 400) -> subproces
     """Run a doc command in `cwd`; `python ...` runs with this interpreter and the repository on PYTHONPATH."""
     if tokens[0] == "python":
         return run_script(tokens[1:], cwd=cwd, timeout=timeout, env=FAST)
-    if tokens[0] == "tensorboard":
-        tokens = [str(Path(sys.executable).parent / "tensorboard"), *tokens[1:]]
-    return subprocess.run(tokens, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    # shell scripts and console scripts (tensorboard) of this interpreter's environment, activated or not
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    return subprocess.run(tokens, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow
