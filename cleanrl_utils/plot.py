@@ -1,12 +1,14 @@
 """Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e .[plot]`).
 
 Run directories are named `{env_id}__{exp_name}__{seed}__{timestamp}` (env ids with a slash, such as
-`ALE/Breakout-v5`, put the run one folder deeper). Runs are grouped by script (exp_name) and env id; each game
-gets a panel of episodic return against global step and one against wall-clock time: the mean over seeds with
-a shaded +-1 std band, every script overlaid. The markdown table gives the final return (per seed, the mean of
-its last 100 episodes; then mean +- std over seeds) and the runtime of each script on each game.
+`ALE/Breakout-v5`, put the run one folder deeper). Runs are grouped by configuration: env id, script (exp_name)
+and the hyperparameters (the TEXT tab every script logs) that differ between runs of that script, such as
+`--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a panel of
+episodic return against global step and one against wall-clock time: the mean over seeds with a shaded +-1 std
+band, every configuration overlaid. The markdown table gives the final return (per seed, the mean of its last 100
+episodes; then mean +- std over seeds) and the runtime of each configuration on each game.
 
-    python -m cleanrl_utils.plot --run-dirs runs --output docs/ppo_classic_control
+    python -m cleanrl_utils.plot --run-dirs runs --output plots/ppo_curves
 """
 
 from __future__ import annotations
@@ -45,9 +47,19 @@ class Args:
     """only these env ids; default: all"""
 
 
+# Logged hyperparameters that do not make two runs different experiments: the seed, names and paths, logging
+# and bookkeeping switches, and sizes computed from other flags (they differ only when those do). Everything else
+# that differs between runs of one script splits them into groups.
+NOT_CONFIGURATION = frozenset({
+    "seed", "exp_name", "env_id", "run_name", "runs_dir", "track", "wandb_project_name", "wandb_entity",
+    "capture_video", "save_model", "progress_bar", "checkpoint_interval", "resume", "dist_timeout", "rank",
+    "local_rank", "batch_size", "minibatch_size", "num_iterations", "local_batch_size", "local_minibatch_size",
+})
+
+
 @dataclass
 class RunCurve:
-    """One run's scalar: steps, values and seconds since the run started."""
+    """One run's scalar: steps, values and seconds since the run started, and its logged hyperparameters."""
 
     env_id: str
     exp_name: str
@@ -57,6 +69,7 @@ class RunCurve:
     values: np.ndarray
     times: np.ndarray
     runtime: float
+    hyperparameters: dict[str, str] = field(default_factory=dict)
 
 
 def parse_run_name(name: str) -> tuple[str, str, int] | None:
@@ -90,11 +103,25 @@ def find_run_dirs(roots: list[str]) -> list[tuple[str, str]]:
     return list(found.values())
 
 
+def parse_hyperparameters(text: str) -> dict[str, str]:
+    """The `|param|value|` markdown table the scripts log under the TEXT tag `hyperparameters`, as a dict."""
+    params = {}
+    for line in text.splitlines():
+        cells = line.strip().strip("|").split("|", 1)
+        if len(cells) == 2 and cells[0] not in ("param", "-"):
+            params[cells[0].strip()] = cells[1].strip()
+    return params
+
+
 def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunCurve | None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point, not a sample
     acc.Reload()
+    hyperparameters = {}
+    if "hyperparameters/text_summary" in acc.Tags()["tensors"]:
+        text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0]
+        hyperparameters = parse_hyperparameters(text.decode(errors="replace"))
     scalar_tags = acc.Tags()["scalars"]
     if tag not in scalar_tags:
         return None
@@ -110,12 +137,30 @@ def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunC
         values=np.array([e.value for e in events], dtype=np.float64),
         times=np.array([e.wall_time - start for e in events], dtype=np.float64),
         runtime=end - start,
+        hyperparameters=hyperparameters,
     )
 
 
+def configuration_labels(runs: list[RunCurve]) -> dict[str, str]:
+    """Label of each run (by path): its exp_name, plus `key=value` for every hyperparameter that differs between
+    the runs of that exp_name (over all env ids, so a configuration keeps its label and color in every panel)."""
+    by_script: dict[str, list[RunCurve]] = defaultdict(list)
+    for run in runs:
+        by_script[run.exp_name].append(run)
+    labels = {}
+    for exp_name, script_runs in by_script.items():
+        keys = sorted({k for r in script_runs for k in r.hyperparameters} - NOT_CONFIGURATION)
+        differing = [k for k in keys if len({r.hyperparameters.get(k, "?") for r in script_runs}) > 1]
+        for run in script_runs:
+            settings = ", ".join(f"{k}={run.hyperparameters.get(k, '?')}" for k in differing)
+            labels[run.path] = f"{exp_name} ({settings})" if settings else exp_name
+    return labels
+
+
 def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
-    """Runs grouped by (env id, exp_name); runs not matching the naming or the filters are reported and skipped."""
-    groups: dict[tuple[str, str], list[RunCurve]] = defaultdict(list)
+    """Runs grouped by (env id, configuration label); runs not matching the naming or the filters are reported and
+    skipped."""
+    runs: list[RunCurve] = []
     for path, name in find_run_dirs(args.run_dirs):
         parsed = parse_run_name(name)
         if parsed is None:
@@ -129,7 +174,11 @@ def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
         if run is None:
             print(f"warning: skipping {path}: no {args.tag} logged (no episode finished?)", file=sys.stderr)
             continue
-        groups[(env_id, exp_name)].append(run)
+        runs.append(run)
+    labels = configuration_labels(runs)
+    groups: dict[tuple[str, str], list[RunCurve]] = defaultdict(list)
+    for run in runs:
+        groups[(run.env_id, labels[run.path])].append(run)
     if not groups:
         filters = " matching --env-ids/--exp-names" if args.env_ids or args.exp_names else ""
         fail(f"no run{filters} under {' '.join(args.run_dirs)} logged {args.tag}")
@@ -167,14 +216,14 @@ def format_duration(seconds: float) -> str:
 
 def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> str:
     lines = [
-        f"| env id | script | seeds | final return (mean ± std, last {last} episodes) | runtime (mean ± std) |",
+        f"| env id | configuration | seeds | final return (mean ± std, last {last} episodes) | runtime (mean ± std) |",
         "|---|---|---|---|---|",
     ]
-    for (env_id, exp_name), runs in groups.items():
+    for (env_id, label), runs in groups.items():
         finals = final_returns(runs, last)
         runtimes = np.array([r.runtime for r in runs])
         lines.append(
-            f"| {env_id} | {exp_name} | {len(runs)} | {finals.mean():.2f} ± {finals.std():.2f} "
+            f"| {env_id} | {label} | {len(runs)} | {finals.mean():.2f} ± {finals.std():.2f} "
             f"| {format_duration(runtimes.mean())} ± {format_duration(runtimes.std())} |"
         )
     return "\n".join(lines)
@@ -192,10 +241,11 @@ def import_pyplot():
 
 
 def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
-    """One pair of panels per game (return vs steps above, vs wall-clock time below), at most 4 games a row."""
+    """One pair of panels per game (return vs steps above, vs wall-clock time below), at most 4 games a row; one
+    curve per configuration."""
     env_ids = sorted({env_id for env_id, _ in groups})
-    exp_names = sorted({exp_name for _, exp_name in groups})
-    colors = {name: f"C{i % 10}" for i, name in enumerate(exp_names)}
+    labels = sorted({label for _, label in groups})
+    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
     ncols = min(len(env_ids), 4)
     nrows = 2 * -(-len(env_ids) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.2 * nrows), squeeze=False)
@@ -206,19 +256,19 @@ def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
         for ax, x, label in ((axes[row, col], "steps", "global step"),
                              (axes[row + 1, col], "times", "wall-clock time (s)")):
             ax.set_visible(True)
-            for exp_name in exp_names:
-                runs = groups.get((env_id, exp_name))
+            for label in labels:
+                runs = groups.get((env_id, label))
                 if not runs:
                     continue
                 grid, mean, std = mean_and_std(runs, x, args.smoothing_window, args.num_points)
-                ax.plot(grid, mean, color=colors[exp_name], label=exp_name, marker="o" if len(grid) == 1 else None)
-                ax.fill_between(grid, mean - std, mean + std, color=colors[exp_name], alpha=0.2, linewidth=0)
+                ax.plot(grid, mean, color=colors[label], label=label, marker="o" if len(grid) == 1 else None)
+                ax.fill_between(grid, mean - std, mean + std, color=colors[label], alpha=0.2, linewidth=0)
             ax.set_title(env_id)
             ax.set_xlabel(label)
             ax.set_ylabel("episodic return")
             ax.grid(alpha=0.3)
-    handles = [plt.Line2D([], [], color=colors[n], label=n) for n in exp_names]
-    fig.legend(handles=handles, loc="upper center", ncol=min(len(exp_names), 5), frameon=False)
+    handles = [plt.Line2D([], [], color=colors[label], label=label) for label in labels]
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(labels), 5), frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     return fig
 

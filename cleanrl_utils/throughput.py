@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
 import psutil
 import torch

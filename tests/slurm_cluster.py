@@ -1,7 +1,9 @@
 """A throwaway two-node Slurm cluster for tests: munged, slurmctld and two slurmd (n1, n2) on this host.
 
 Everything lives in a temporary folder and runs as root in the foreground of processes this module starts
-(no systemd, no /etc changes). Needs Debian's `slurmctld slurmd slurm-client munge` (`.ci/install_slurm.sh`).
+(no systemd, no /etc changes). Needs Debian's `slurmctld slurmd slurm-client munge` (`.ci/install_slurm.sh`) and
+root; without them the tests that use the fixture skip with the reason, unless CLEANRL_REQUIRE_SLURM=1 (set by
+`.ci/run`) makes that a failure.
 
 Usage from any test file (the fixture is exported by tests/conftest.py)::
 
@@ -140,10 +142,20 @@ def _nodes_idle(cluster: SlurmCluster) -> bool:
     return res.returncode == 0 and all(states.get(n, "").rstrip("*") == "idle" for n in NODES)
 
 
-def start_cluster(root: Path) -> SlurmCluster:
+def missing_requirements() -> str | None:
+    """Why this machine cannot host the test cluster, or None if it can."""
     missing = [d for d in DAEMONS if shutil.which(d) is None and not Path("/usr/sbin", d).exists()]
     if missing:
-        raise RuntimeError(f"Slurm/munge not installed ({', '.join(missing)} missing): run .ci/install_slurm.sh")
+        return f"Slurm/munge not installed ({', '.join(missing)} missing); sudo bash .ci/install_slurm.sh installs them"
+    if os.geteuid() != 0:
+        return "the throwaway Slurm cluster runs its daemons as root; run the suite as root for these tests"
+    return None
+
+
+def start_cluster(root: Path) -> SlurmCluster:
+    reason = missing_requirements()
+    if reason:
+        raise RuntimeError(reason)
     for sub in ("munge", "munge-key", "state", "run", "log", *(f"spool/{n}" for n in NODES)):
         (root / sub).mkdir(parents=True, exist_ok=True)
     # munged refuses a key folder others can read and a socket folder others cannot traverse
@@ -201,6 +213,11 @@ def stop_cluster(cluster: SlurmCluster) -> None:
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """A running two-node Slurm cluster for the whole test session; stopped and deleted afterwards."""
+    reason = missing_requirements()
+    if reason:
+        if os.environ.get("CLEANRL_REQUIRE_SLURM") == "1":
+            pytest.fail(f"CLEANRL_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
     root = Path(tempfile.mkdtemp(prefix="slurm-test-"))
     cluster = None
     try:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from helpers import REPO_ROOT, assert_one_line_error, run_script
 
 BENCHMARK = "cleanrl_utils/benchmark.py"
@@ -29,6 +30,7 @@ def summary_rows(stdout: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
     command = f"{PPO} {TINY} --runs-dir runs"
     res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "Acrobot-v1", "--num-seeds", "2", "--workers", "2",
@@ -56,6 +58,7 @@ def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
     assert "all 4 runs succeeded" in res.stdout
 
 
+@pytest.mark.slow
 def test_failing_run_makes_runner_exit_nonzero_and_names_it(tmp_path):
     res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "NoSuchEnv-v0", "--num-seeds", "1", "--workers", "2",
                       "--command", f"{PPO} --total-timesteps 128 --num-envs 2 --num-steps 64 --no-progress-bar"],
@@ -85,6 +88,7 @@ def test_workers_zero_prints_the_exact_commands(tmp_path):
     assert not (tmp_path / "benchmark_logs").exists()  # printing runs nothing
 
 
+@pytest.mark.slow
 def test_bad_input_gives_one_line_errors(tmp_path):
     cases = [
         (["--command", "python cleanrl/ppo.py"], "no environment ids"),
@@ -153,6 +157,7 @@ def fake_bin(tmp_path: Path, **programs: str) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
+@pytest.mark.slow
 def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
     grid = ["--env-ids", "CartPole-v1", "ALE/Breakout-v5", "--num-seeds", "3", "--start-seed", "5",
             "--command", "python cleanrl/ppo_atari.py --num-envs 8"]
@@ -208,6 +213,8 @@ def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
     )
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
 def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp_path):
     submit = [BENCHMARK, "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
               "--slurm-gpus-per-task", "0", "--slurm-cpus-per-task", "1", "--log-dir", "logs",

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from helpers import REPO_ROOT
 
 PROGRAM = """
@@ -29,6 +30,7 @@ def page_faults(mode: str) -> tuple[str, float]:
     return took, float(faults)
 
 
+@pytest.mark.slow
 def test_freed_memory_is_reused_without_page_faults():
     _, default = page_faults("default")
     took, kept = page_faults("keep")

@@ -92,6 +92,8 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> s
 # ---------------------------------------------------------------- the issue's commands
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     result = run_script(
         torchrun(2)
@@ -115,6 +117,8 @@ def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     assert_each_step_logged_once(run_dir, 2048, 1)
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_cleanrl_style_local_num_envs(tmp_path):
     result = run_script(
         torchrun(2) + ["--local-num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", *QUIET],
@@ -129,6 +133,8 @@ def test_cleanrl_style_local_num_envs(tmp_path):
     assert_each_step_logged_once(next((tmp_path / "runs").iterdir()), 256, 1)
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
     """Two torchrun launchers, one rank each, meet through a c10d rendezvous on 127.0.0.1 (no shared folder)."""
     port = free_port()
@@ -155,6 +161,8 @@ def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
 # ---------------------------------------------------------------- recovery
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path):
     iterations = 24
     log = tmp_path / "torchrun.log"
@@ -185,6 +193,8 @@ def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path
     assert_ranks_identical(output, 2)
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
     iterations = 24
     common = TINY + QUIET + ["--total-timesteps", str(iterations * TINY_BATCH), "--run-name", "preempted"]
@@ -345,6 +355,8 @@ def assert_error_line(text: str, fragment: str) -> None:
     assert len(errors) == 1 and errors[0] == lines[-1] and fragment in errors[0], text[-3000:]
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_bad_input_before_the_group_under_torchrun_fails_on_both_ranks(bad_runs):
     assert bad_runs.codes["torchrun"] != 0
     stderr_files = sorted((bad_runs.root / "logs").rglob("stderr.log"))
@@ -353,12 +365,16 @@ def test_bad_input_before_the_group_under_torchrun_fails_on_both_ranks(bad_runs)
         assert_error_line(path.read_text(), "--num-envs 3 is not divisible by the world size 2")
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_corrupt_checkpoint_stops_every_rank_with_one_line(bad_runs):
     for rank in (0, 1):
         assert bad_runs.codes[f"corrupt{rank}"] != 0
         assert_error_line(bad_runs.logs[f"corrupt{rank}"], "cannot read the checkpoint runs/old/checkpoint.pt")
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_a_rank_left_alone_gives_up_after_the_timeout(bad_runs):
     assert bad_runs.codes["alone"] != 0
     assert_error_line(bad_runs.logs["alone"], "rank 0: the process group did not form")

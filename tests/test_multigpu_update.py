@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -77,6 +78,8 @@ def rank_worker(rank: int, init_file: str, out_dir: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_two_rank_update_equals_single_process_on_concatenated_batch(tmp_path):
     mp.spawn(rank_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)]

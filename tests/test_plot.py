@@ -35,6 +35,7 @@ def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
     # a second "script" (the same runs under another exp_name) to overlay, and an env id with a slash, whose
     # run directory sits one folder deeper
@@ -65,6 +66,7 @@ def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
     assert rows[("ALE/Breakout-v5", "ppo")][:2] == ["1", f"{finals[0]:.2f} ± 0.00"]
 
 
+@pytest.mark.slow
 def test_runs_without_episodes_are_skipped_with_a_warning(runs, tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
@@ -100,3 +102,30 @@ def test_missing_matplotlib_says_how_to_install(tmp_path):
             "sys.exit(main(['--run-dirs', '.']))")
     res = run_script(["-c", code], cwd=tmp_path, timeout=60)
     assert_one_line_error(res, "plotting needs matplotlib, which is not installed: pip install -e .[plot]")
+
+
+def test_runs_are_grouped_by_configuration_not_by_env_id(tmp_path):
+    """Runs of one script that differ in a hyperparameter (here the backend) are separate rows and curves; only
+    runs that differ in their seed (and in bookkeeping such as the run folder) are counted as seeds of one row."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    def write_run(seed: int, backend: str, returns: list[float]) -> None:
+        name = f"CartPole-v1__ppo__{seed}__{1700000000 + seed}{len(backend)}"
+        params = {"exp_name": "ppo", "seed": seed, "env_id": "CartPole-v1", "vector_env": backend,
+                  "runs_dir": f"runs_{seed}", "num_envs": 4, "batch_size": 512}
+        with SummaryWriter(str(tmp_path / "runs" / name)) as writer:
+            writer.add_text("hyperparameters", "|param|value|\n|-|-|\n"
+                            + "\n".join(f"|{k}|{v}|" for k, v in params.items()))
+            for step, value in enumerate(returns):
+                writer.add_scalar("charts/episodic_return", value, 100 * (step + 1))
+
+    write_run(1, "sync", [10.0, 20.0])
+    write_run(2, "sync", [30.0, 40.0])
+    write_run(1, "async", [50.0, 70.0])
+    res = run_script([PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"),
+                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    rows = table_rows(res.stdout)
+    assert set(rows) == {("CartPole-v1", "ppo (vector_env=sync)"), ("CartPole-v1", "ppo (vector_env=async)")}
+    assert rows[("CartPole-v1", "ppo (vector_env=sync)")][:2] == ["2", "25.00 ± 10.00"]  # seed means 15 and 35
+    assert rows[("CartPole-v1", "ppo (vector_env=async)")][:2] == ["1", "60.00 ± 0.00"]

@@ -143,6 +143,7 @@ def test_script_vector_envs_use_same_step_autoreset(vector_env):
 # ---------------------------------------------------------------- smoke runs as a user types them
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vector_env", ["sync", "async"])
 def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
     result = run_script(
@@ -163,6 +164,7 @@ def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
     assert lr[0] == pytest.approx(2.5e-4) and lr[-1] < lr[0]
 
 
+@pytest.mark.slow
 def test_one_env_save_model_then_evaluate(tmp_path):
     result = run_script(
         [SCRIPT, "--num-envs", "1", "--num-steps", "64", "--total-timesteps", "256", "--save-model",
@@ -188,6 +190,7 @@ def test_one_env_save_model_then_evaluate(tmp_path):
     assert_one_line_error(result, "does not fit")
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_losses(tmp_path):
     def losses(seed, name):
         runs = tmp_path / name
@@ -205,6 +208,7 @@ def test_same_seed_gives_identical_losses(tmp_path):
     assert first != other  # the check can fail: another seed gives other losses
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
     returncode, text = run_on_terminal_until(
         [SCRIPT, "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "1000000", "--save-model",
@@ -219,6 +223,7 @@ def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
     assert read_scalars(run_dir, "losses/value_loss")
 
 
+@pytest.mark.slow
 def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
     # covered by every other run: stdout is a pipe there; check one explicitly
     result = run_script(
@@ -247,12 +252,14 @@ def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
         (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_a_one_line_error(tmp_path, argv, fragment):
     result = run_script([SCRIPT, *argv], cwd=tmp_path, timeout=120, env=FAST)
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+@pytest.mark.slow
 def test_capture_video_records_env_0(tmp_path):
     result = run_script(
         [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128", "--capture-video",
@@ -265,6 +272,7 @@ def test_capture_video_records_env_0(tmp_path):
     assert videos and all(v.stat().st_size > 1000 for v in videos)
 
 
+@pytest.mark.slow
 def test_track_without_wandb_is_a_one_line_error(tmp_path):
     # wandb is optional and imported only when asked: make it unimportable for this run
     (tmp_path / "fake").mkdir()
@@ -280,6 +288,7 @@ def test_track_without_wandb_is_a_one_line_error(tmp_path):
 # ---------------------------------------------------------------- throughput settings
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
 def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, tmp_path):
     """OMP_WAIT_POLICY must be PASSIVE before torch loads OpenMP (spinning workers starve the env threads)."""

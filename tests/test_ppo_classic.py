@@ -43,6 +43,7 @@ def second_core():
     pool.shutdown(wait=True, cancel_futures=True)
 
 
+@pytest.mark.slow
 def test_learns_cartpole_within_100k_steps(tmp_path, bad_input_runs, short_runs):
     # bad_input_runs and short_runs are requested here only to start them on the second core meanwhile
     start = time.monotonic()
@@ -180,6 +181,7 @@ def short_runs(second_core, tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 def test_same_seed_logs_identical_losses(short_runs):
     runs = {name: future.result()[0] for name, future in short_runs.items()}
     losses = {name: [read_scalars(run, tag) for tag in LOSS_TAGS] for name, run in runs.items()}
@@ -189,12 +191,14 @@ def test_same_seed_logs_identical_losses(short_runs):
     assert losses["first"] != losses["other"]  # the check can fail: another seed gives other losses
 
 
+@pytest.mark.slow
 def test_no_progress_bar_when_stdout_is_not_a_terminal(short_runs):
     _, result = short_runs["again"].result()
     assert "recent_return=" not in result.stdout + result.stderr and "\r" not in result.stdout + result.stderr
     assert result.stdout.count("global_step=") == 4  # one plain line per iteration instead
 
 
+@pytest.mark.slow
 def test_short_run_logs_every_scalar_and_anneals_the_learning_rate(short_runs):
     run, _ = short_runs["first"].result()
     assert run.name.startswith("CartPole-v1__ppo__1__")
@@ -204,6 +208,7 @@ def test_short_run_logs_every_scalar_and_anneals_the_learning_rate(short_runs):
     assert lr[0] == pytest.approx(2.5e-4) and lr == sorted(lr, reverse=True) and lr[-1] < lr[0]
 
 
+@pytest.mark.slow
 def test_save_model_writes_weights_that_load_into_the_agent(short_runs):
     model_path = short_runs["first"].result()[0] / "ppo.cleanrl_model"
     assert model_path.is_file()
@@ -220,6 +225,7 @@ def test_save_model_writes_weights_that_load_into_the_agent(short_runs):
 # ---------------------------------------------------------------- on a terminal, stopped with SIGTERM
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
     returncode, output = run_on_terminal_until(
         [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "10000000", "--save-model",
@@ -283,6 +289,7 @@ def bad_input_runs(second_core, tmp_path_factory):
     return {case: second_core.submit(run, case) for case in BAD_INPUT}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", BAD_INPUT)
 def test_bad_input_is_a_one_line_error(bad_input_runs, case):
     cwd, result = bad_input_runs[case].result()

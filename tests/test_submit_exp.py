@@ -245,6 +245,8 @@ def assert_two_rank_runs(runs_dir: Path, seeds: tuple[int, ...], output: str) ->
         assert [step for step, _ in read_scalars(run, "losses/value_loss")] == [64], output[-4000:]
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_local_provider_runs_two_simulated_nodes(tmp_path):
     runs = tmp_path / "runs"
     res = run_submit(
@@ -259,6 +261,8 @@ def test_local_provider_runs_two_simulated_nodes(tmp_path):
     assert_two_rank_runs(runs, (1,), res.stdout)
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_local_provider_fails_and_stops_the_other_node(tmp_path):
     # rank 1 dies before joining; rank 0 would wait in init_process_group for many minutes if not stopped
     start = time.monotonic()
@@ -274,6 +278,9 @@ def test_local_provider_fails_and_stops_the_other_node(tmp_path):
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
+@pytest.mark.slurm
 def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     runs, script = tmp_path / "runs", tmp_path / "job.sbatch"
     res = run_submit(
@@ -295,6 +302,8 @@ def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     assert_two_rank_runs(runs, (5,), logs)
 
 
+@pytest.mark.slow
+@pytest.mark.slurm
 def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
     # `sbatch --wait` returns the jobs' exit code: python's 2 for a missing script; one array task per seed
     res = run_submit(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from cleanrl_utils import throughput
 from cleanrl_utils.throughput import Args, targets, write_report
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 
 
+@pytest.mark.slow
 def test_emulator_and_env_rates_are_measured():
     fps = throughput.emulator_frames_per_second(BREAKOUT, seconds=0.3)
     steps = throughput.env_steps_per_second("ale", BREAKOUT, 4, seconds=0.3)

@@ -3,14 +3,21 @@
     python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
 
 The episode return is the sum of the raw (unclipped) game score over all lives, as logged during training.
+
+A copied and modified script evaluates its own network (and, if it changed them, its own wrappers) from Python,
+as in CleanRL::
+
+    from cleanrl_utils.evals.ppo_eval import evaluate
+    returns = evaluate(model_path, args.env_id, eval_episodes=10, Model=Agent, device=device)
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional
 
+import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
 import torch
 import tyro
@@ -55,20 +62,36 @@ def evaluate(
     seed: int = 1,
     greedy: bool = False,
     max_steps: int = 108_000,
+    *,
+    Model: Optional[Callable[[Any], torch.nn.Module]] = None,
+    make_env: Callable[[str], Any] = make_atari_env,
+    device: torch.device | str = "cpu",
 ) -> list[float]:
-    from cleanrl.ppo_atari import Agent
+    """Play `eval_episodes` full games with the saved model; returns their raw scores.
+
+    `Model(envs)` builds the network the weights load into (default: `cleanrl/ppo_atari.py`'s `Agent`); like
+    CleanRL's agents it reads `envs.single_action_space` / `single_observation_space` and has
+    `get_action_and_value(obs)` returning the action first. `greedy=True` takes the argmax of
+    `actor(hidden(obs))` instead, as `Agent` computes its logits. `make_env(env_id)` builds the single env
+    (default: the training scripts' Atari wrappers); its `info["episode"]` marks a finished game.
+    """
+    if Model is None:
+        from cleanrl.ppo_atari import Agent as Model
 
     checkpoint = load_checkpoint(model_path)
     env_id = env_id or checkpoint.get("env_id")
     check_atari_env_id(env_id)
-    env = make_atari_env(env_id)
-    # Agent only reads `single_action_space` from the envs object it is given
+    env = make_env(env_id)
+    # the agents read the spaces of a vector env: give the single env the same attributes
     env.single_action_space = env.action_space
-    agent = Agent(env)
+    env.single_observation_space = env.observation_space
+    agent = Model(env).to(device)
     try:
         agent.load_state_dict(checkpoint["model"])
     except RuntimeError:
         fail(f"the model in {model_path!r} does not fit {env_id!r} (different action count or architecture)")
+    if greedy and not (hasattr(agent, "actor") and hasattr(agent, "hidden")):
+        fail(f"--greedy needs the model's logits from actor(hidden(obs)); {type(agent).__name__} has no actor/hidden")
     agent.eval()
     torch.manual_seed(seed)
 
@@ -76,7 +99,7 @@ def evaluate(
     obs, _ = env.reset(seed=seed)
     for _ in range(max_steps):
         with torch.inference_mode():
-            x = torch.as_tensor(np.asarray(obs)).unsqueeze(0)
+            x = torch.as_tensor(np.asarray(obs), device=device).unsqueeze(0)
             if greedy:
                 action = agent.actor(agent.hidden(x)).argmax(dim=1)
             else:

@@ -1,0 +1,206 @@
+"""Every command in the fenced bash blocks of README.md and docs/*.md runs as written.
+
+Each command (one part of an `&&` chain, comments dropped, `\\` continuations joined) must match exactly one rule of
+RULES, which says how it is checked; a command that no rule covers fails `test_every_command_has_one_rule`, so a new
+command in the docs needs a rule here. What the rules do:
+
+- a training script run with `python`: runs for real with a tiny budget appended (later flags win), in a scratch
+  folder that stands for the repository root (its `runs/` is where the next commands look);
+- the evaluation and plot commands: run as written on what those tiny runs wrote (the eval with 1 episode);
+- cluster submission and sweeps: run as written when they only print (`--dry-run`), else with `--dry-run` /
+  `--workers 0` appended (they print the jobs instead of sending them);
+- `torchrun` lines: torchrun's own parser reads the launcher flags and the script's `Args` (tyro) reads the script
+  flags, in this process; real torchrun runs are tests/test_multigpu.py's job;
+- long benchmarks and servers: `--help` (the benchmark script) and `tensorboard --inspect` (reads the logs, no
+  server);
+- not run here: the set-up steps (venv, pip; `.ci/run` runs them on a fresh checkout), the system install of Slurm
+  (`.ci/run`), the test command itself, and the AWS / Docker commands (they need those services).
+Placeholders (RUN_NAME, K, HOST and shell variables set in the block) are replaced by working values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import tyro
+from helpers import REPO_ROOT, load_script, run_script
+
+DOC_FILES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+TINY = {
+    "cleanrl/ppo.py": ["--total-timesteps", "512", "--num-envs", "2", "--num-steps", "64"],
+    "cleanrl/ppo_atari.py": ["--total-timesteps", "64", "--num-envs", "2", "--num-steps", "32"],
+    "cleanrl/ppo_atari_multigpu.py": ["--total-timesteps", "64", "--num-envs", "2", "--local-num-envs", "2",
+                                      "--num-steps", "32", "--checkpoint-interval", "0"],
+}
+PLACEHOLDERS = {"K": "0", "HOST": "127.0.0.1"}
+FAST = {"OMP_NUM_THREADS": "1"}
+
+
+@dataclass
+class Command:
+    where: str  # file:line
+    tokens: list[str]
+
+    def __str__(self) -> str:
+        return f"{self.where}: {shlex.join(self.tokens)}"
+
+
+def extract_commands(path: Path) -> list[Command]:
+    """The commands of the ```bash blocks of a markdown file; `$VAR` of `VAR=value` lines earlier in the same
+    block is substituted."""
+    commands: list[Command] = []
+    lines = path.read_text().splitlines()
+    in_block, pending, start, variables = False, "", 0, {}
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            in_block, pending, variables = line.strip() == "```bash", "", {}
+            continue
+        if not in_block:
+            continue
+        if not pending:
+            start = number
+        pending += line.rstrip("\\").rstrip() + " " if line.endswith("\\") else line
+        if line.endswith("\\"):
+            continue
+        tokens, pending = shlex.split(pending, comments=True), ""
+        while tokens:
+            part, tokens = (tokens[: tokens.index("&&")], tokens[tokens.index("&&") + 1:]) if "&&" in tokens \
+                else (tokens, [])
+            part = [re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), m.group(0)), t) for t in part]
+            if len(part) == 1 and re.fullmatch(r"[A-Z_]+=\S+", part[0]):
+                name, value = part[0].split("=", 1)
+                variables[name] = value
+            commands.append(Command(f"{path.relative_to(REPO_ROOT)}:{start}", part))
+    return commands
+
+
+def starts(*prefix: str) -> Callable[[list[str]], bool]:
+    return lambda tokens: tokens[: len(prefix)] == list(prefix)
+
+
+def script_run(tokens: list[str]) -> bool:
+    return tokens[:1] == ["python"] and len(tokens) > 1 and tokens[1] in TINY
+
+
+# (rule, matches, how it is checked); the kinds are run by the tests below
+RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
+    ("venv set-up", starts("python3", "-m", "venv"), "not run"),
+    ("venv set-up", starts(".", ".venv/bin/activate"), "not run"),
+    ("package install", starts("pip", "install"), "not run"),
+    ("system install of Slurm", starts("bash", ".ci/install_slurm.sh"), "not run"),
+    ("the test suite itself", starts("python", "-m", "pytest"), "not run"),
+    ("AWS service", starts("aws"), "not run"),
+    ("Docker daemon", starts("docker"), "not run"),
+    ("shell variable", lambda t: len(t) == 1 and re.fullmatch(r"[A-Z_]+=\S+", t[0]) is not None, "not run"),
+    ("training script", script_run, "tiny run"),
+    ("torchrun launch", starts("torchrun"), "parse"),
+    ("evaluation", starts("python", "-m", "cleanrl_utils.evals.ppo_eval"), "after training"),
+    ("plot", starts("python", "-m", "cleanrl_utils.plot"), "after training"),
+    ("sweep", starts("python", "-m", "cleanrl_utils.benchmark"), "print only"),
+    ("cluster submission", starts("python", "cleanrl_utils/submit_exp.py"), "print only"),
+    ("throughput benchmark (5-8 min)", starts("bash", "benchmark/throughput.sh"), "help"),
+    ("TensorBoard server", starts("tensorboard", "--logdir"), "after training"),
+]
+
+
+def rules_of(command: Command) -> list[tuple[str, str]]:
+    return [(name, kind) for name, matches, kind in RULES if matches(command.tokens)]
+
+
+def all_commands() -> list[Command]:
+    return [c for path in DOC_FILES for c in extract_commands(path)]
+
+
+def of_kind(kind: str) -> list[Command]:
+    return [c for c in all_commands() if [k for _, k in rules_of(c)] == [kind]]
+
+
+def test_every_command_has_one_rule():
+    commands = all_commands()
+    assert len(commands) > 20 and any(c.tokens[:2] == ["python", "cleanrl/ppo_atari.py"] for c in commands)
+    uncovered = [str(c) for c in commands if len(rules_of(c)) != 1]
+    assert not uncovered, "commands in the docs without exactly one rule in RULES:\n" + "\n".join(uncovered)
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = [c for c in extract_commands(REPO_ROOT / "README.md") if c.tokens[:3] == ["python", "-m", "pytest"]]
+    assert readme and readme[0].tokens == ["python", "-m", "pytest"], readme
+    line = next(l for l in (REPO_ROOT / "README.md").read_text().splitlines() if l.endswith("&& python -m pytest"))
+    assert line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_torchrun_lines_parse():
+    from torch.distributed.run import get_args_parser
+
+    lines = of_kind("parse")
+    assert len(lines) >= 3
+    for command in lines:
+        tokens = [re.sub(r"\b(K|HOST)\b", lambda m: PLACEHOLDERS[m.group(1)], t) for t in command.tokens[1:]]
+        script = next(i for i, t in enumerate(tokens) if t.endswith(".py"))
+        try:
+            launcher = get_args_parser().parse_args(tokens[: script + 1])
+            args = tyro.cli(load_script(tokens[script], "doc_" + Path(tokens[script]).stem).Args,
+                            args=tokens[script + 1:])
+        except SystemExit as exc:
+            pytest.fail(f"{command} does not parse (exit {exc.code})")
+        assert launcher.training_script == tokens[script] and args is not None
+
+
+def run_command(tokens: list[str], cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    """Run a doc command in `cwd`; `python ...` runs with this interpreter and the repository on PYTHONPATH."""
+    if tokens[0] == "python":
+        return run_script(tokens[1:], cwd=cwd, timeout=timeout, env=FAST)
+    # shell scripts and console scripts (tensorboard) of this interpreter's environment, activated or not
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    return subprocess.run(tokens, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_commands_run_as_written(tmp_path):
+    # the scratch folder stands for the repository root: the scripts and benchmark files are where the docs say
+    for name in ("cleanrl", "cleanrl_utils", "benchmark"):
+        (tmp_path / name).symlink_to(REPO_ROOT / name)
+    first = []  # (command, how it is run)
+    for seed, command in enumerate(of_kind("tiny run"), 1):  # own seeds: run folders started in the same second
+        extra = ["--save-model"] if command.tokens[1] == "cleanrl/ppo_atari.py" else []
+        first.append((command, command.tokens + TINY[command.tokens[1]] + ["--seed", str(seed), *extra]))
+    for command in of_kind("print only"):
+        done = "--dry-run" in command.tokens or "--workers" in command.tokens and \
+            command.tokens[command.tokens.index("--workers") + 1] == "0"
+        flag = ["--dry-run"] if "submit_exp" in command.tokens[1] else ["--workers", "0"]
+        first.append((command, command.tokens + ([] if done else flag)))
+    for command in of_kind("help"):
+        first.append((command, command.tokens + ["--help"]))
+    kinds = {"tiny run", "print only", "help"}
+    assert {c.where for c, _ in first} and all(k in kinds for c, _ in first for _, k in rules_of(c))
+
+    failures = []
+    with ThreadPoolExecutor(3) as pool:
+        for (command, argv), res in zip(first, pool.map(lambda job: run_command(job[1], tmp_path), first)):
+            if res.returncode != 0:
+                failures.append(f"{command}\n  ran: {shlex.join(argv)}\n  {res.stderr[-1500:]}")
+    assert not failures, "\n".join(failures)
+
+    # what reads the runs: evaluation (of the quick start's model), plots, TensorBoard
+    model = next((tmp_path / "runs").glob("BreakoutNoFrameskip-v4__ppo_atari__*/ppo_atari.cleanrl_model"))
+    for command in of_kind("after training"):
+        argv = [t.replace("RUN_NAME", model.parent.name) for t in command.tokens]
+        if "cleanrl_utils.evals.ppo_eval" in argv:
+            argv += ["--eval-episodes", "1"]
+        if argv[0] == "tensorboard":
+            argv.insert(1, "--inspect")
+        res = run_command(argv, tmp_path)
+        assert res.returncode == 0, f"{command}\n  ran: {shlex.join(argv)}\n  {res.stderr[-1500:]}"
+        if "cleanrl_utils.plot" in argv:
+            output = Path(tmp_path, argv[argv.index("--output") + 1])
+            assert output.with_suffix(".png").stat().st_size > 0
+            assert (tmp_path / "docs") not in output.parents, "the plot example must not write into docs/"

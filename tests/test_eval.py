@@ -1,0 +1,135 @@
+"""cleanrl_utils/evals/ppo_eval.py with a network of the user's own, and the OpenMP thread policy of every
+cleanrl_utils entry point that imports torch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+import torch.nn as nn
+from helpers import REPO_ROOT
+
+from cleanrl_utils.atari_wrappers import make_atari_env
+from cleanrl_utils.evals.ppo_eval import evaluate
+
+LEFT = 3  # Breakout's actions: NOOP, FIRE, RIGHT, LEFT
+
+
+class TinyAgent(nn.Module):
+    """A network of the kind a user writes into a copied script: not the Nature CNN, CleanRL's interface."""
+
+    def __init__(self, envs):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d(4)
+        self.actor = nn.Linear(4 * 4 * 4, envs.single_action_space.n)
+        nn.init.zeros_(self.actor.weight)
+        nn.init.zeros_(self.actor.bias)
+        self.steps = 0
+
+    def get_action_and_value(self, x, action=None):
+        self.steps += 1
+        logits = self.actor(self.pool(x.float() / 255.0).flatten(1))
+        return logits.argmax(dim=1), None, None, None
+
+
+def test_evaluate_takes_the_users_model_class(tmp_path):
+    env = make_atari_env("BreakoutNoFrameskip-v4")
+    env.single_action_space = env.action_space
+    trained = TinyAgent(env)
+    with torch.no_grad():
+        trained.actor.bias[LEFT] = 10.0  # the saved weights always choose LEFT; a fresh TinyAgent chooses NOOP
+    path = tmp_path / "tiny.cleanrl_model"
+    torch.save({"model": trained.state_dict(), "env_id": "BreakoutNoFrameskip-v4"}, path)
+
+    built = []
+
+    def model(envs):
+        built.append(TinyAgent(envs))
+        return built[-1]
+
+    returns = evaluate(str(path), eval_episodes=1, seed=3, Model=model)
+
+    # the same game played by hand with LEFT on every step: same score, same number of agent steps
+    score, steps = 0.0, 0
+    obs, _ = env.reset(seed=3)
+    while True:
+        obs, _, terminated, truncated, info = env.step(LEFT)
+        steps += 1
+        if terminated or truncated:
+            if "episode" in info:
+                score = float(info["episode"]["r"])
+                break
+            obs, _ = env.reset()
+    env.close()
+    assert returns == [score]
+    assert len(built) == 1 and built[0].steps == steps  # one decision of the user's network per agent step
+
+
+def test_greedy_needs_the_logits_of_the_users_model(tmp_path):
+    env = make_atari_env("BreakoutNoFrameskip-v4")
+    env.single_action_space = env.action_space
+    path = tmp_path / "tiny.cleanrl_model"
+    torch.save({"model": TinyAgent(env).state_dict(), "env_id": "BreakoutNoFrameskip-v4"}, path)
+    env.close()
+    with pytest.raises(SystemExit, match="^error: --greedy needs the model's logits"):
+        evaluate(str(path), eval_episodes=1, greedy=True, Model=TinyAgent)
+
+
+# ---------------------------------------------------------------- OpenMP thread policy of the entry points
+
+# Runs an entry point with --help, recording OMP_WAIT_POLICY at the moment torch is first imported.
+WATCH = """
+import atexit, importlib.abc, os, runpy, sys
+seen = []
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" and not seen:
+            seen.append(os.environ.get("OMP_WAIT_POLICY", "unset"))
+sys.meta_path.insert(0, Watch())
+atexit.register(lambda: print("@@policy", seen[0] if seen else "no-torch"))
+how, what = sys.argv[1:3]
+sys.argv = [what, "--help"]
+if how == "-m":
+    runpy.run_module(what, run_name="__main__", alter_sys=True)
+else:
+    runpy.run_path(what, run_name="__main__")
+"""
+
+
+def entry_points() -> list[str]:
+    """Every module of cleanrl_utils that runs as a program (has a `__main__` block)."""
+    found = []
+    for path in sorted((REPO_ROOT / "cleanrl_utils").rglob("*.py")):
+        if 'if __name__ == "__main__":' in path.read_text():
+            found.append(".".join(path.relative_to(REPO_ROOT).with_suffix("").parts))
+    return found
+
+
+def policy_when_torch_loads(how: str, what: str, env: dict[str, str]) -> str:
+    res = subprocess.run([sys.executable, "-c", WATCH, how, what], cwd=REPO_ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.split("@@policy")[-1].strip()
+
+
+@pytest.mark.slow
+def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    modules = entry_points()
+    assert {"cleanrl_utils.evals.ppo_eval", "cleanrl_utils.throughput", "cleanrl_utils.benchmark"} <= set(modules)
+    runs = [("-m", m, env) for m in modules]
+    runs += [("path", str(REPO_ROOT / (m.replace(".", "/") + ".py")), env) for m in modules]
+    runs.append(("-m", "cleanrl_utils.evals.ppo_eval", dict(env, OMP_WAIT_POLICY="ACTIVE")))  # the user's choice
+    with ThreadPoolExecutor(4) as pool:
+        seen = list(pool.map(lambda run: policy_when_torch_loads(*run), runs))
+    results = {(how, what, run_env.get("OMP_WAIT_POLICY")): s for (how, what, run_env), s in zip(runs, seen)}
+    assert results.pop(("-m", "cleanrl_utils.evals.ppo_eval", "ACTIVE")) == "ACTIVE"
+    loads_torch = {what for (how, what, _), s in results.items() if s != "no-torch"}
+    assert {"cleanrl_utils.evals.ppo_eval", "cleanrl_utils.throughput"} <= loads_torch  # the check is not vacuous
+    assert {key: s for key, s in results.items() if s != "no-torch"} == {
+        key: "PASSIVE" for key, s in results.items() if s != "no-torch"}
