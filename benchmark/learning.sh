@@ -19,6 +19,10 @@
 # then `python -m cleanrl_utils.plot --run-dirs runs/learning --output full_curves` for the curves and table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  python -m cleanrl_utils.learning --help
+  exit 0
+fi
 status=0
 python -m cleanrl_utils.learning run "$@" || status=$?
 python -m cleanrl_utils.learning report

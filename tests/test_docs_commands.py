@@ -108,6 +108,8 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("sweep", starts("python", "-m", "cleanrl_utils.benchmark"), "print only"),
     ("cluster submission", starts("python", "cleanrl_utils/submit_exp.py"), "print only"),
     ("throughput benchmark (5-8 min)", starts("bash", "benchmark/throughput.sh"), "help"),
+    ("learning benchmark (4-5 h)", starts("bash", "benchmark/learning.sh"), "help"),
+    ("learning report (needs finished runs)", starts("python", "-m", "cleanrl_utils.learning"), "help"),
     ("TensorBoard server", starts("tensorboard", "--logdir"), "after training"),
 ]
 

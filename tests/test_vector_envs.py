@@ -49,6 +49,7 @@ def lockstep(backends, env_id, steps, seed=0):
             e.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id, steps, lives", [(BREAKOUT, 1500, 5), (MSPACMAN, 800, 3)])
 def test_ale_is_identical_to_the_python_wrappers_over_whole_games(env_id, steps, lives):
     games = lost_lives = 0
@@ -76,6 +77,7 @@ def test_ale_is_identical_to_the_python_wrappers_over_whole_games(env_id, steps,
     assert games >= 2 and lost_lives >= lives * games  # whole games: every life lost, and new games started
 
 
+@pytest.mark.slow
 def test_envpool_plays_breakout_pixel_for_pixel_like_the_chain_under_noop():
     envs = {b: make_atari_vector_env(b, BREAKOUT, 2, noop_max=1, seed=3) for b in ("sync", "envpool")}
     try:
@@ -97,6 +99,7 @@ def test_envpool_plays_breakout_pixel_for_pixel_like_the_chain_under_noop():
             e.close()
 
 
+@pytest.mark.slow
 def test_envpool_matches_within_tolerance_at_the_start():
     for t, res in lockstep(["sync", "envpool"], MSPACMAN, 40):
         (obs_py, r_py, term_py, _, info_py), (obs_ep, r_ep, term_ep, _, info_ep) = res["sync"], res["envpool"]
@@ -157,6 +160,7 @@ def test_a_lost_life_terminates_without_resetting_the_game(backend):
     assert float(episode["r"][0]) >= sum(r for r, *_ in steps) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_episode_return_counts_unclipped_points(backend):
     steps = play_one_game(backend, MSPACMAN)
@@ -189,6 +193,7 @@ def sync_noop_games():
     return noop_games("sync")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["ale", "envpool"])
 def test_a_policy_that_never_fires_ends_games_at_the_rate_of_the_chain(backend, sync_noop_games):
     """Without the serve after a lost life a native pool waits for FIRE: 0 games would end here (the frame cap is
@@ -223,6 +228,7 @@ def test_a_lost_life_is_followed_by_a_served_ball_without_any_agent_action(backe
 BREAKOUT_FRAME_COUNTER = 90  # Breakout's RAM byte 90 counts frames (found by stepping the emulator one frame at a time)
 
 
+@pytest.mark.slow
 def test_no_ops_at_reset_stay_in_range_on_every_backend():
     """The chain and EnvPool draw 1-30 no-op frames at the start of a game, ale-py's pool 0-29 (its own rule, see
     AleVectorEnv). The serve adds 2 steps of 4 frames in Breakout."""
@@ -342,6 +348,7 @@ def test_overlapped_rollout_keeps_every_env_trajectory_contiguous_and_its_own_ac
         g.close()
 
 
+@pytest.mark.slow
 def test_overlapped_ale_run_logs_the_time_split(tmp_path):
     result = run_script(
         ["cleanrl/ppo_atari.py", "--vector-env", "ale", "--overlap", "--num-envs", "4", "--num-steps", "64",
@@ -359,6 +366,7 @@ def test_overlapped_ale_run_logs_the_time_split(tmp_path):
     assert len(perf) == 1 and "steps=512" in perf[0] and " learn=" in perf[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "flags, fragment",
     [
