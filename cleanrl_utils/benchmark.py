@@ -27,7 +27,7 @@ from typing import TextIO
 
 import tyro
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.runs import fail
 
 # How long a run gets between SIGTERM and SIGKILL when the runner is interrupted.
 TERMINATE_GRACE_S = 10.0

@@ -41,7 +41,7 @@ if not __package__:  # run as a file (`python cleanrl_utils/submit_exp.py`): mak
 
 import tyro
 
-from cleanrl_utils.checks import check_positive, fail
+from cleanrl_utils.runs import check_positive, fail
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {

@@ -23,6 +23,8 @@ import torch
 import tyro
 from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script
 
+from cleanrl_utils import checkpoint, distributed
+
 SCRIPT = "cleanrl/ppo_atari_multigpu.py"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the `torchrun` command of this venv
 ENV = {"OMP_NUM_THREADS": "1"}
@@ -109,7 +111,7 @@ def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     # the printed hash is really the hash of the parameters: rank 0's saved model has it
     run_dir = next((tmp_path / "runs").iterdir())
     saved = torch.load(run_dir / "ppo_atari_multigpu.cleanrl_model", weights_only=True)
-    assert mg.param_hash(saved["model"]) == digest
+    assert distributed.param_hash(saved["model"]) == digest
     ckpt = load_checkpoint(run_dir)
     assert optimizer_steps(ckpt) == 4 * 4 and ckpt["global_step"] == 2048  # the update did run
     assert_each_step_logged_once(run_dir, 2048, 1)
@@ -249,11 +251,11 @@ PRE_GROUP = {
 def test_checks_before_the_group_forms(case):
     argv, world_size, fragment = PRE_GROUP[case]
     args = tyro.cli(mg.Args, args=argv)
-    info = mg.DistInfo(rank=1, world_size=world_size, local_rank=1, local_world_size=world_size, launched=True)
+    info = distributed.DistInfo(rank=1, world_size=world_size, local_rank=1, local_world_size=world_size, launched=True)
 
     def checks():  # what every rank runs before init_process_group, in this order
-        mg.resolve_sizes(args, info.world_size)
-        mg.resolve_device(args, info)
+        distributed.resolve_sizes(args, info.world_size)
+        distributed.resolve_device(args, info)
 
     expect_error(fragment, checks)
 
@@ -261,11 +263,11 @@ def test_checks_before_the_group_forms(case):
 def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions: int = 4, **sizes) -> mg.Args:
     """A checkpoint of a run on 2 ranks (by default 1 env x 16 steps per rank, 64 steps in all)."""
     args = mg.Args(env_id=env_id, **{"local_num_envs": 1, "num_steps": 16, "total_timesteps": 64, **sizes})
-    mg.resolve_sizes(args, 2)
+    distributed.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(actions)))
     optimizer = torch.optim.Adam(agent.parameters())
     path.parent.mkdir(parents=True, exist_ok=True)
-    mg.save_checkpoint(str(path), agent, optimizer, args, 1, 32, [mg.rng_state(torch.device("cpu"))] * 2, [])
+    checkpoint.save_checkpoint(str(path), agent, optimizer, args, 1, 32, [checkpoint.rng_state(torch.device("cpu"))] * 2, [])
     return args
 
 
@@ -293,9 +295,9 @@ def test_checkpoint_checks(tmp_path, case):
     if case == "foreign":
         torch.save({"model": {}}, path)  # e.g. a saved model, not a checkpoint
     args = mg.Args(local_num_envs=1, num_steps=16, total_timesteps=64)
-    mg.resolve_sizes(args, 2)
+    distributed.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
-    expect_error(fragment, mg.load_checkpoint, str(path), agent, args)
+    expect_error(fragment, checkpoint.load_checkpoint, str(path), agent, args, "ppo_atari_multigpu.py")
 
 
 def ranks_env(rank: int, port: int) -> dict[str, str]:

@@ -10,6 +10,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from cleanrl_utils.overlap import OverlappedVectorEnv
+from cleanrl_utils.progress import PhaseTimer
 from helpers import REPO_ROOT, CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
 
 SCRIPT = "cleanrl/ppo_atari.py"
@@ -99,8 +101,8 @@ def test_rollout_never_crosses_an_episode_boundary():
     logprobs, rewards, dones, values = (torch.zeros((num_steps, num_envs)) for _ in range(4))
     first_obs, _ = envs.reset(seed=0)
     next_obs, next_done, episodes = ppo_atari.collect_rollout(
-        envs, ObsReadingAgent(), torch.as_tensor(first_obs), torch.zeros(num_envs),
-        obs, actions, logprobs, rewards, dones, values, torch.device("cpu"),
+        OverlappedVectorEnv([envs]), ObsReadingAgent(), torch.as_tensor(first_obs), torch.zeros(num_envs),
+        obs, actions, logprobs, rewards, dones, values, torch.device("cpu"), PhaseTimer(),
     )
     t = obs[:, :, 0, 0, 0].long()
     # every stored observation is a real one of the episode (0..EPISODE_LEN-1), never the terminal frame
@@ -315,7 +317,8 @@ def test_network_gives_the_same_outputs_for_either_frame_layout():
 def test_rollout_buffer_minibatches_keep_the_network_layout():
     """A minibatch gathered from the buffer (as in the update) is channels_last already: no transpose per step."""
     frames, height, width = 4, 84, 84
-    obs = torch.zeros((128, 8, height, width, frames), dtype=torch.uint8).permute(0, 1, 4, 2, 3)
+    obs = ppo_atari.obs_buffer(128, 8, (frames, height, width), torch.device("cpu"))  # the script's own buffer
+    assert obs.shape == (128, 8, frames, height, width)
     obs[3] = torch.full((8, 4, 84, 84), 7, dtype=torch.uint8)  # the rollout writes (env, frame, h, w) batches
     b_obs = obs.reshape((-1, frames, height, width))
     assert b_obs.data_ptr() == obs.data_ptr()  # a view, not a copy
