@@ -6,15 +6,11 @@
 # So every step of the rollout is a real transition taken by the policy, `dones[t]` says that `obs[t]` is the
 # first observation of a new episode, and GAE's `1 - dones[t + 1]` cuts the bootstrap at every episode boundary.
 # The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
-# the env ignores (reward 0): that transition would have to be masked out of the loss and would waste 1 step in
-# every episode. Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
+# the env ignores (reward 0). Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
 #
-# Throughput (docs/throughput.md): `--vector-env ale` steps the envs in ale-py's C++ threads, `--overlap` steps one
-# half of the envs while the policy acts for the other, threads are sized to the machine (cleanrl_utils/placement.py),
-# and the time of every iteration is split into env / inference / learning (`perf/...` scalars, a `perf:` line).
-#
-# Checkpoints: every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C, the run writes
-# `{runs_dir}/{run_name}/checkpoint.pt`; `--resume --run-name NAME` continues that run (cleanrl_utils/checkpoint.py).
+# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), `--overlap`, threads sized to the machine,
+# and each iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line).
+# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
 # Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
@@ -26,7 +22,6 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
@@ -88,9 +83,9 @@ class Args:
     overlap: bool = False
     """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0
-    """C++ stepping threads of an ale/envpool pool (0: one per core of this process)"""
+    """C++ stepping threads of each rank's ale/envpool pool (0: cores of this machine // ranks on this node)"""
     torch_threads: int = 0
-    """torch threads (0: all cores of this process; 1 for the rollout's inference with --overlap)"""
+    """torch threads per rank (0: cores of this machine // ranks on this node; 1 for inference with --overlap)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -375,7 +370,7 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup; env worker processes ignore Ctrl-C: this process stops them when it stops
+    # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
     with interrupts_ignored():
         envs = make_vector_env(args, run_name, threads.env_threads)
     agent = Agent(envs).to(device)
@@ -386,7 +381,7 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
-    ckpt = find_checkpoint(run_dir, agent, args, os.path.basename(__file__))
+    ckpt = find_checkpoint(run_dir, agent, args, __file__)
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
@@ -406,17 +401,9 @@ if __name__ == "__main__":
     if args.track:
         import wandb
 
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            id=run_name.replace("/", "-"),
-            resume="allow",
-            monitor_gym=True,
-            save_code=True,
-        )
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                   save_code=True)  # fmt: skip
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
     writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
     if ckpt is None:
@@ -424,15 +411,15 @@ if __name__ == "__main__":
             "hyperparameters",
             "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
         )
-    ckpt = None
 
     # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
+    shape = (args.num_steps, args.num_envs)
     obs = obs_buffer(args.num_steps, args.num_envs, envs.single_observation_space.shape, device)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
+    logprobs = torch.zeros(shape).to(device)
+    rewards = torch.zeros(shape).to(device)
+    dones = torch.zeros(shape).to(device)
+    values = torch.zeros(shape).to(device)
 
     # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the
     # emulator states are not in the checkpoint, so the games start anew)
@@ -440,7 +427,7 @@ if __name__ == "__main__":
     next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
     next_done = torch.zeros(args.num_envs).to(device)
-    progress = Progress(args.num_iterations * args.batch_size, initial=global_step, bar=args.progress_bar)
+    progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
     timer = PhaseTimer()
     stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
     exit_code = 0
@@ -505,7 +492,9 @@ if __name__ == "__main__":
             if due or stop.requested or iteration == args.num_iterations:
                 writer.flush()  # logged steps up to the checkpoint must be on disk before it
                 path = os.path.join(run_dir, CHECKPOINT_FILE)
-                save_checkpoint(path, agent, optimizer, args, iteration, global_step, [rng_state(device)], recent_returns)
+                rngs = [rng_state(device)]
+                save_checkpoint(path, agent, optimizer, args, iteration, global_step, rngs, recent_returns)
+                print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
             if stop.requested:
                 exit_code = 128 + stop.requested
                 break

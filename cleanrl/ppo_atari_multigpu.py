@@ -1,14 +1,18 @@
-# Data-parallel PPO for Atari over torch.distributed, CleanRL style: ppo_atari.py (read its header for SAME_STEP
-# autoreset, throughput and checkpoints) plus what data parallelism needs:
+# Data-parallel PPO for Atari over torch.distributed, CleanRL style: ppo_atari.py plus what data parallelism needs.
+# Docs of the original: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_multigpupy
 #
 # * Each process (rank) steps its own `--local-num-envs` games and computes gradients on its own share of the batch.
 #   After every minibatch backward pass the gradients are averaged over the ranks with ONE all-reduce of a flattened
 #   buffer; the advantages of a minibatch are normalised with the mean/std of the whole (global) minibatch. So N
 #   ranks make exactly the update one process would make on the N rank batches put together
 #   (tests/test_multigpu_update.py checks this). Rank 0 logs, checkpoints and saves for all.
-# * Launch: `torchrun --standalone --nnodes=1 --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`
-#   (one node), `torchrun --nnodes=2 --nproc_per_node=G --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT ...` on each
-#   of 2 nodes, or plain `python cleanrl/ppo_atari_multigpu.py` (one process). docs/multigpu.md: restarts, stopping.
+# * Launch: `torchrun --standalone --nnodes=1 --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`, or on
+#   each of 2 nodes `torchrun --nnodes=2 --nproc_per_node=G --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT ...`, or
+#   plain `python` (one process). Restarts and stopping a torchrun job: docs/multigpu.md.
+#
+# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), `--overlap`, threads sized to the machine,
+# and each iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line).
+# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
 # Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
@@ -21,7 +25,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -30,18 +33,17 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import StopSignals, find_checkpoint, interrupts_ignored, restore_rng, rng_state
+from cleanrl_utils.checkpoint import StopSignals, interrupts_ignored, open_run, restore_rng, rng_state
 from cleanrl_utils.checkpoint import save_checkpoint, save_model
 from cleanrl_utils.checks import check_atari_env_id
-from cleanrl_utils.distributed import check_identical_parameters, cpu_seconds, decided_on_rank0, gather_to_all
-from cleanrl_utils.distributed import init_distributed, is_dist_error, leave, multi_node_restart_note, read_dist_env
-from cleanrl_utils.distributed import resolve_device, resolve_sizes, restart_count
+from cleanrl_utils.distributed import cpu_seconds, decided_on_rank0, gather_to_all, init_distributed
+from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, report_ranks, resolve_device
+from cleanrl_utils.distributed import resolve_sizes, restart_count
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.overlap import OverlappedVectorEnv
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, fail, prepare_run_dir
-from cleanrl_utils.runs import record_elastic_id, resolve_run_name
+from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, resolve_run_name
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
 
 
@@ -64,7 +66,7 @@ class Args:
     capture_video: bool = False
     """whether to capture videos of the agent performances (rank 0, env 0, to `videos/{run_name}`)"""
     save_model: bool = False
-    """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (rank 0)"""
+    """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
     runs_dir: str = "runs"
     """the folder of the TensorBoard logs, checkpoints and saved models"""
     run_name: Optional[str] = None
@@ -76,7 +78,7 @@ class Args:
     """continue from the checkpoint of --run-name (default: the newest run of this env/exp/seed with a checkpoint);
     starts from scratch when there is none. torchrun restarts resume without it"""
     progress_bar: bool = True
-    """show a progress bar on rank 0 (steps, SPS, recent return, ETA); without a terminal a line every 30 s instead"""
+    """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
     # Distributed
     backend: Optional[Literal["gloo", "nccl", "mpi"]] = None
@@ -90,8 +92,8 @@ class Args:
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of the environment"""
     vector_env: VectorEnvBackend = "sync"
-    """the vector env of each rank: `sync` / `async` (Python wrappers, in the rank's process / one process per env),
-    `ale` (ale-py's C++ threads) or `envpool`; same semantics for all (cleanrl_utils/vector_envs.py)"""
+    """the vector env: `sync` / `async` (Python wrappers, in this process / one process per env), `ale` (ale-py's
+    C++ threads) or `envpool` (pip install -e '.[envpool]'); same semantics for all (cleanrl_utils/vector_envs.py)"""
     overlap: bool = False
     """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0
@@ -101,7 +103,7 @@ class Args:
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
-    """total timesteps of the experiments, all ranks together (1e7 works too)"""
+    """total timesteps of the experiments (1e7 works too)"""
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
     num_envs: Optional[int] = None
@@ -139,11 +141,11 @@ class Args:
     world_size: tyro.conf.Suppress[int] = 0
     """the number of ranks (computed in runtime)"""
     batch_size: tyro.conf.Suppress[int] = 0
-    """the batch size of all ranks together (computed in runtime)"""
+    """the batch size (computed in runtime)"""
     local_batch_size: tyro.conf.Suppress[int] = 0
     """the batch size of each rank (computed in runtime)"""
     minibatch_size: tyro.conf.Suppress[int] = 0
-    """the mini-batch size of all ranks together (computed in runtime)"""
+    """the mini-batch size (computed in runtime)"""
     local_minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size of each rank (computed in runtime)"""
     num_iterations: tyro.conf.Suppress[int] = 0
@@ -293,20 +295,13 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
         yield [b_inds[start : start + size] for start in range(0, batch_size, size)]
 
 
-def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
-    """Copy the consecutive pieces of `flat` back into `tensors` (in their own memory layout)."""
-    offset = 0
-    for tensor in tensors:
-        tensor.copy_(flat[offset : offset + tensor.numel()].view(tensor.shape))
-        offset += tensor.numel()
-
-
 def all_reduce_gradients(agent: nn.Module, world_size: int) -> None:
     """Average the gradients over the ranks with ONE all-reduce of a flattened copy (gloo has no AVG op)."""
     grads = [p.grad for p in agent.parameters() if p.grad is not None]
     flat = torch.cat([grad.flatten() for grad in grads])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    unflatten_into(flat.div_(world_size), grads)
+    for grad, synced in zip(grads, torch.split(flat.div_(world_size), [grad.numel() for grad in grads])):
+        grad.copy_(synced.view(grad.shape))  # into the gradient's own memory layout
 
 
 def broadcast_parameters(agent: nn.Module, world_size: int) -> None:
@@ -316,7 +311,8 @@ def broadcast_parameters(agent: nn.Module, world_size: int) -> None:
     params = [p.data for p in agent.parameters()]
     flat = torch.cat([param.flatten() for param in params])
     dist.broadcast(flat, src=0)
-    unflatten_into(flat, params)
+    for param, synced in zip(params, torch.split(flat, [param.numel() for param in params])):
+        param.copy_(synced.view(param.shape))
 
 
 def normalize_advantages(adv: torch.Tensor, world_size: int) -> torch.Tensor:
@@ -438,13 +434,12 @@ if __name__ == "__main__":
 
     run_name = resolve_run_name(args, restart_count() > 0) if rank0 else None
 
-    # env setup, before the process group (async env workers then fork no communication threads); env worker
-    # processes ignore Ctrl-C: this process stops them when it stops
+    # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
+    # (before the process group: async env workers then fork no communication threads)
     with interrupts_ignored():
         envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
-    writer = None
     exit_code = 0
-    try:
+    with rank_lifetime(info, close=[envs.close]) as close:  # on any exit: close, leave the group (distributed.py)
         if info.launched:
             init_distributed(backend, info, timedelta(seconds=args.dist_timeout))
         agent = Agent(envs).to(device)
@@ -459,14 +454,9 @@ if __name__ == "__main__":
         if rank0 and restart > restart_count():
             run_name = resolve_run_name(args, True)
 
-        def open_run():  # on rank 0: the run directory and the checkpoint to resume, if any
-            run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
-            record_elastic_id(run_dir)
-            return run_name, run_dir, find_checkpoint(run_dir, agent, args, os.path.basename(__file__), restart)
-
-        # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint; a bad one stops
-        # every rank with the same one-line error
-        run_name, run_dir, ckpt = decided_on_rank0(open_run, info)
+        # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint (rank 0 reads it:
+        # a bad one stops every rank)
+        run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, agent, __file__, restart), info)
         start_iteration, global_step, recent_returns = 0, 0, []
         if ckpt is not None:
             agent.load_state_dict(ckpt["model"])
@@ -485,39 +475,25 @@ if __name__ == "__main__":
                 f"{args.num_iterations} iterations; per rank {threads.describe()}; logs in {run_dir}",
                 flush=True,
             )
-            for note in [multi_node_restart_note(info)] + ([] if info.launched else [
-                "note: single process; to train data-parallel on N processes (GPUs), launch with "
-                "`torchrun --standalone --nnodes=1 --nproc_per_node=N cleanrl/ppo_atari_multigpu.py ...`"
-            ]):  # fmt: skip
-                if note:
-                    print(note, flush=True)
+            print_launch_notes(info)
             if ckpt is not None:
                 again = f" (torchrun restart {restart})" if restart else ""
                 print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
             if args.track:
                 import wandb
 
-                wandb.init(
-                    project=args.wandb_project_name,
-                    entity=args.wandb_entity,
-                    sync_tensorboard=True,
-                    config=vars(args),
-                    name=run_name,
-                    id=run_name.replace("/", "-"),
-                    resume="allow",
-                    monitor_gym=True,
-                    save_code=True,
-                )
+                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                           id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                           save_code=True)  # fmt: skip
             from torch.utils.tensorboard import SummaryWriter  # rank 0 only: the import costs seconds of CPU
-
             # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
             writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
+            close.append(writer.close)
             if ckpt is None:
                 writer.add_text(
                     "hyperparameters",
                     "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
                 )
-        ckpt = None
 
         # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
         shape = (args.num_steps, args.local_num_envs)
@@ -534,8 +510,7 @@ if __name__ == "__main__":
         next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
         next_obs = torch.as_tensor(next_obs, device=device)
         next_done = torch.zeros(args.local_num_envs).to(device)
-        total = args.num_iterations * args.batch_size
-        progress = Progress(total, initial=global_step, enabled=rank0, bar=args.progress_bar)
+        progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
         timer = PhaseTimer()
         stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
         try:
@@ -546,7 +521,7 @@ if __name__ == "__main__":
                     lrnow = frac * args.learning_rate
                     optimizer.param_groups[0]["lr"] = lrnow
 
-                # ROLLOUT (each rank its own envs)
+                # ROLLOUT
                 use_threads(threads.inference_threads)
                 next_obs, next_done, episodes = collect_rollout(
                     envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer
@@ -627,34 +602,13 @@ if __name__ == "__main__":
         finally:
             progress.close()
 
-        wall, cpu = time.time() - start_time, cpu_seconds() - start_cpu
         if rank0:
-            print(timer.summary(global_step - start_step, wall), flush=True)
-        print(f"rank {info.rank}/{info.world_size}: {cpu:.1f} s CPU in {wall:.1f} s = {cpu / wall:.2f} cores busy")
-
-        check_identical_parameters(agent, info, games)  # every rank prints its parameters' hash; rank 0 compares
+            print(timer.summary(global_step - start_step, time.time() - start_time), flush=True)
+        report_ranks(agent, info, games, start_cpu, start_time)  # CPU use and parameter hash; rank 0 compares hashes
         if rank0 and args.save_model:
             model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
             save_model(model_path, agent, args)
             print(f"model saved to {model_path}", flush=True)
         if info.world_size > 1:
             dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
-    except KeyboardInterrupt:  # a second Ctrl-C: at once, the last checkpoint is kept
-        print(f"\nrank {info.rank}: interrupted; the last checkpoint is kept", file=sys.stderr)
-        exit_code = 130
-    except Exception as exc:
-        if not is_dist_error(exc):
-            raise
-        fail(
-            f"rank {info.rank}: lost contact with the other ranks ({str(exc).strip().splitlines()[0][:300]}); "
-            "a rank died or --dist-timeout passed. Resume with --resume"
-        )
-    finally:
-        envs.close()
-        if writer is not None:
-            writer.close()
-        if dist.is_initialized():
-            dist.destroy_process_group()
-        if info.launched:
-            leave(exit_code, sys.exc_info()[1])
-    sys.exit(exit_code)
+        sys.exit(exit_code)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from cleanrl_utils.runs import CHECKPOINT_FILE, fail
+from cleanrl_utils.runs import CHECKPOINT_FILE, fail, prepare_run_dir, record_elastic_id
 
 CHECKPOINT_FORMAT = 1
 
@@ -82,14 +82,14 @@ def save_model(path: str, agent: nn.Module, args) -> None:
 
 
 def load_checkpoint(path: str, agent: nn.Module, args, script: str) -> dict:
-    """Read and check the checkpoint of a run of `script`; every problem is a one-line `fail`."""
+    """Read and check the checkpoint of a run of `script` (its path or name); every problem is a one-line `fail`."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         fail(f"cannot read the checkpoint {path} ({reason}); it is corrupt or not from this script: remove it")
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "model" not in ckpt:
-        fail(f"{path} is not a checkpoint of {script} (format {CHECKPOINT_FORMAT}); remove it")
+        fail(f"{path} is not a checkpoint of {os.path.basename(script)} (format {CHECKPOINT_FORMAT}); remove it")
     if ckpt.get("env_id") != args.env_id:
         fail(f"the checkpoint {path} was made for {ckpt.get('env_id')}, not --env-id {args.env_id}")
     own, theirs = agent.state_dict(), ckpt["model"]
@@ -126,6 +126,14 @@ def find_checkpoint(run_dir: str, agent: nn.Module, args, script: str, restart: 
     if args.resume or restart:
         print(f"note: no checkpoint in {run_dir}: starting from scratch", file=sys.stderr, flush=True)
     return None
+
+
+def open_run(args, run_name: str, agent: nn.Module, script: str, restart: int = 0) -> tuple[str, Optional[dict]]:
+    """The run directory (created) and the checkpoint to continue from, if any, of a (possibly restarted) torchrun
+    job; the run directory records the job's id for `resolve_run_name` after a restart."""
+    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
+    record_elastic_id(run_dir)
+    return run_dir, find_checkpoint(run_dir, agent, args, script, restart)
 
 
 def restore_rng(ckpt: dict, rank: int, world_size: int, seed: int, device: torch.device) -> None:

@@ -5,13 +5,15 @@ the parameter broadcast, the gradient all-reduce and the global advantage normal
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable, Iterator, NoReturn, Optional
 
 import psutil
 import torch
@@ -155,13 +157,19 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta) -> None:
         fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
 
 
-def multi_node_restart_note(info: DistInfo) -> Optional[str]:
-    """A note for rank 0 when a multi-node job may restart through torchrun's shared store (see init_distributed)."""
+def print_launch_notes(info: DistInfo) -> None:
+    """Rank 0's hints about the launch: a multi-node job that may restart through torchrun's shared store (see
+    init_distributed), or a single process that could have been launched data-parallel."""
     multi_node = info.world_size != info.local_world_size
     restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
     if multi_node and restarts and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        return "note: for restarts across nodes, launch torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
-    return None
+        print("note: for restarts across nodes, launch torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", flush=True)
+    if not info.launched:
+        print(
+            "note: single process; to train data-parallel on N processes (GPUs), launch with "
+            "`torchrun --standalone --nnodes=1 --nproc_per_node=N cleanrl/ppo_atari_multigpu.py ...`",
+            flush=True,
+        )
 
 
 def gather_to_all(obj, world_size: int) -> list:
@@ -200,8 +208,11 @@ def param_hash(state_dict: dict) -> str:
     return digest.hexdigest()
 
 
-def check_identical_parameters(agent: torch.nn.Module, info: DistInfo, games: int) -> None:
-    """Every rank prints the hash of its parameters (and the games its envs finished); rank 0 checks the hashes."""
+def report_ranks(agent: torch.nn.Module, info: DistInfo, games: int, start_cpu: float, start_time: float) -> None:
+    """Every rank prints its CPU use and the hash of its parameters (and the games its envs finished); rank 0
+    checks that the hashes are equal."""
+    wall, cpu = time.time() - start_time, cpu_seconds() - start_cpu
+    print(f"rank {info.rank}/{info.world_size}: {cpu:.1f} s CPU in {wall:.1f} s = {cpu / wall:.2f} cores busy")
     digest = param_hash(agent.state_dict())
     print(f"rank {info.rank}/{info.world_size}: parameters sha256 {digest}, {games} games finished", flush=True)
     digests = gather_to_all(digest, info.world_size)
@@ -220,6 +231,34 @@ def cpu_seconds() -> float:
 
 def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
+
+
+@contextlib.contextmanager
+def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]]) -> Iterator[list[Callable[[], Any]]]:
+    """The life of one rank from the process group on: yields `close`, to which the script adds what must be closed
+    at the end (envs, writer). However the block ends, those are closed (last added first), the process group is
+    destroyed and a launched rank ends through `leave`. A second Ctrl-C ends with 130 (the last checkpoint is kept);
+    a lost peer or a timeout is a one-line error."""
+    try:
+        try:
+            yield close
+        except KeyboardInterrupt:
+            print(f"\nrank {info.rank}: interrupted; the last checkpoint is kept", file=sys.stderr)
+            raise SystemExit(130)
+        except Exception as exc:
+            if not is_dist_error(exc):
+                raise
+            fail(
+                f"rank {info.rank}: lost contact with the other ranks ({str(exc).strip().splitlines()[0][:300]}); "
+                "a rank died or --dist-timeout passed. Resume with --resume"
+            )
+    finally:
+        for fn in reversed(close):
+            fn()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if info.launched:
+            leave(0, sys.exc_info()[1])
 
 
 def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:

@@ -1,8 +1,9 @@
 """What a long training run shows while it runs, and where its time goes.
 
 On a terminal: a tqdm bar with steps, SPS, the mean return of the last games and the ETA. Elsewhere (a Slurm log,
-`nohup`, `| tee`), where a redrawn bar would be noise: one compact line after the first iteration and then at
-least every `interval` seconds, so a cluster log is never silent for long.
+`nohup`, `| tee`), where a redrawn bar would be noise: one compact line after the first iteration, then after the
+first iteration that ends `interval` seconds or more after the last line (every iteration with `interval=0`), and
+at the end: a cluster log is never silent for long.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Progress:
         now = self.clock()
         if self.lines and (self.first or now - self.last_line >= self.interval or self.steps >= self.total):
             percent = 100 * self.steps / max(self.total, 1)
-            line = f"step {self.steps}/{self.total} ({percent:.0f}%)  SPS {sps}  return {ret}  ETA {eta_text}"
+            line = f"global_step={self.steps}/{self.total} ({percent:.0f}%), SPS: {sps}, return: {ret}, ETA: {eta_text}"
             print(line, file=self.out, flush=True)
             self.first, self.last_line = False, now
 

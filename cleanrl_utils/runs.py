@@ -38,7 +38,10 @@ def check_non_negative(**counts: int) -> None:
 
 def check_extras(capture_video: bool = False, track: bool = False) -> None:
     """The optional packages the chosen options need (moviepy writes videos, wandb tracks) must be installed."""
-    for wanted, module, flag, extra in ((capture_video, "moviepy", "--capture-video", "video"), (track, "wandb", "--track", "track")):
+    for wanted, module, flag, extra in (
+        (capture_video, "moviepy", "--capture-video", "video"),
+        (track, "wandb", "--track", "track"),
+    ):
         if wanted:
             try:
                 __import__(module)
