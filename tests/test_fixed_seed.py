@@ -36,6 +36,7 @@ def logged_losses(script: str, workdir: Path, seed: int = SEED) -> dict[str, lis
     return {tag: [[step, value] for step, value in read_scalars(run_dir, tag)] for tag in TAGS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_fixed_seed_losses_are_identical_to_the_recorded_ones(tmp_path, name):
     expected = json.loads(FIXTURE.read_text())[name]

@@ -196,20 +196,19 @@ def test_one_env_save_model_then_evaluate(tmp_path):
 
 
 def test_same_seed_gives_identical_losses(tmp_path):
-    def losses(seed, name):
-        runs = tmp_path / name
-        result = run_script(
-            [SCRIPT, "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "128", "--seed", str(seed),
-             "--runs-dir", str(runs)],
-            cwd=tmp_path, timeout=300, env=FAST,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        run_dir = find_run_dir(runs)
-        return [read_scalars(run_dir, tag) for tag in ("losses/value_loss", "losses/policy_loss", "losses/approx_kl")]
-
-    first, second, other = losses(7, "a"), losses(7, "b"), losses(8, "c")
-    assert first == second
-    assert first != other  # the check can fail: another seed gives other losses
+    """Same seed, identical losses: test_fixed_seed.py runs seed 3 and requires exactly the recorded losses. Here the
+    other half: that check can fail, another seed gives other losses (on the same steps)."""
+    recorded = json.loads(FIXTURE.read_text())["ppo_atari"]
+    runs = tmp_path / "runs"
+    result = run_script(
+        [SCRIPT, *FIXED_RUN, "--seed", "8", "--runs-dir", str(runs)], cwd=tmp_path, timeout=300, env=FAST
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = find_run_dir(runs)
+    for tag in ("losses/value_loss", "losses/policy_loss", "losses/approx_kl"):
+        other = read_scalars(run_dir, tag)
+        assert [step for step, _ in other] == [step for step, _ in recorded[tag]]
+        assert other != [tuple(v) for v in recorded[tag]], tag
 
 
 def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
@@ -344,6 +343,7 @@ def test_rollout_buffer_minibatches_keep_the_network_layout():
 # ---------------------------------------------------------------- checkpoint and resume (cleanrl_utils/checkpoint.py)
 
 
+@pytest.mark.slow
 def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
     """The fixed-seed run of test_fixed_seed.py, stopped by SIGTERM after a checkpoint and resumed.
 
@@ -403,6 +403,7 @@ def test_resume_problems_are_one_line_errors(tmp_path):
 # ---------------------------------------------------------------- Ctrl-C with worker processes
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_async_envs_stops_cleanly_with_130(tmp_path):
     """A terminal's Ctrl-C reaches the whole process group, env worker processes included: the run must still end
     with its one "stopped" line, exit status 130, its logs, checkpoint and model, and no traceback or warning."""
