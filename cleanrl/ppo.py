@@ -18,8 +18,8 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
-from tqdm import tqdm
 
+from cleanrl_utils.checkpoint import interrupts_ignored
 from cleanrl_utils.checks import (
     check_batch,
     check_box_observations,
@@ -31,6 +31,8 @@ from cleanrl_utils.checks import (
     make_probe_env,
     prepare_run_dir,
 )
+from cleanrl_utils.progress import Progress
+from cleanrl_utils.runs import Count
 
 
 @dataclass
@@ -63,8 +65,8 @@ class Args:
     # Algorithm specific arguments
     env_id: str = "CartPole-v1"
     """the id of the environment"""
-    total_timesteps: int = 500000
-    """total timesteps of the experiments"""
+    total_timesteps: Count = 500000
+    """total timesteps of the experiments (5e5 works too)"""
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
     num_envs: int = 4
@@ -253,7 +255,8 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    envs = make_vector_env(args, run_name)
+    with interrupts_ignored():  # async env workers ignore Ctrl-C: this process stops them when it stops
+        envs = make_vector_env(args, run_name)
 
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
@@ -273,8 +276,8 @@ if __name__ == "__main__":
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
     recent_returns = deque(maxlen=20)
-    show_bar = args.progress_bar and sys.stdout.isatty()
-    bar = tqdm(total=args.num_iterations * args.batch_size, unit="step", file=sys.stdout, disable=not show_bar)
+    # a bar on a terminal, else one line per iteration (CleanRL prints SPS every iteration)
+    progress = Progress(args.num_iterations * args.batch_size, bar=args.progress_bar, interval=0)
 
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     interrupted = False
@@ -389,7 +392,6 @@ if __name__ == "__main__":
 
             # ---- logging ----
             sps = int(global_step / (time.time() - start_time))
-            mean_return = np.mean(recent_returns) if recent_returns else float("nan")
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
             writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
             writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
@@ -399,16 +401,12 @@ if __name__ == "__main__":
             writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
-            if show_bar:
-                bar.update(args.batch_size)
-                bar.set_postfix(SPS=sps, recent_return=f"{mean_return:.1f}")
-            else:
-                print(f"global_step={global_step}, SPS={sps}, mean_return_last_{len(recent_returns)}={mean_return:.1f}")
+            progress.update(args.batch_size, sps, list(recent_returns))
     except KeyboardInterrupt:
         interrupted = True
     finally:
         # also on Ctrl-C/SIGTERM: keep what was learned and logged so far
-        bar.close()
+        progress.close()
         if args.save_model:
             # weights plus what identifies them; written to a temporary file first, so a kill mid-write
             # never leaves a truncated model behind

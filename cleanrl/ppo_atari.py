@@ -6,29 +6,22 @@
 # So every step of the rollout is a real transition taken by the policy, `dones[t]` says that `obs[t]` is the
 # first observation of a new episode, and GAE's `1 - dones[t + 1]` cuts the bootstrap at every episode boundary.
 # The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
-# the env ignores (reward 0): that transition would have to be masked out of the loss and would waste 1 step in
-# every episode. Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
+# the env ignores (reward 0). Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
 #
-# Throughput (docs/throughput.md): `--vector-env ale` steps the envs in ale-py's C++ threads, `--overlap` splits the
-# envs into two groups and steps one while the policy acts for the other, threads are sized to the machine
-# (cleanrl_utils/placement.py), and the time of every iteration is split into env / inference / learning
-# (`perf/...` scalars and a `perf:` line at the end). All backends give the same autoreset and episode semantics
-# (cleanrl_utils/vector_envs.py).
+# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), `--overlap`, threads sized to the machine,
+# and each iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line).
+# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
-# Idle OpenMP threads sleep instead of spinning. PyTorch's OpenMP workers otherwise busy-wait after every parallel
-# region and take the cores from the env threads that step right after inference: measured on 2 cores,
-# `--vector-env ale` spent 4.0 s stepping envs in 8 iterations with spinning workers and 2.7 s without
-# (docs/throughput.md). Must be set before torch loads OpenMP; an explicit OMP_WAIT_POLICY wins.
+# Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
+# threads that step right after inference (docs/throughput.md). Set before torch loads; an explicit value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import random
-import signal
 import sys
 import time
 from dataclasses import dataclass
 from typing import Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
@@ -36,11 +29,16 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
-from tqdm import tqdm
 
-from cleanrl_utils.checks import check_atari_env_id, check_batch, check_positive, fail, prepare_run_dir
+from cleanrl_utils.checkpoint import StopSignals, find_checkpoint, interrupts_ignored, restore_rng, rng_state
+from cleanrl_utils.checkpoint import save_checkpoint, save_model
+from cleanrl_utils.checks import check_atari_env_id, check_batch
 from cleanrl_utils.malloc import keep_freed_memory
+from cleanrl_utils.overlap import OverlappedVectorEnv
 from cleanrl_utils.placement import plan_threads, use_threads
+from cleanrl_utils.progress import PhaseTimer, Progress
+from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, check_positive
+from cleanrl_utils.runs import prepare_run_dir, resolve_run_name
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
 
 
@@ -65,9 +63,16 @@ class Args:
     save_model: bool = False
     """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
     runs_dir: str = "runs"
-    """the folder of the TensorBoard logs and saved models"""
+    """the folder of the TensorBoard logs, checkpoints and saved models"""
+    run_name: Optional[str] = None
+    """the run's folder name under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); give it to resume
+    a known run, e.g. from a cluster job that may be requeued"""
+    checkpoint_interval: int = 100
+    """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
+    resume: bool = False
+    """continue from the checkpoint of --run-name (default: the newest run of this env/exp/seed with a checkpoint)"""
     progress_bar: bool = True
-    """show a progress bar (steps, SPS, recent return); off anyway when stdout is not a terminal"""
+    """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
     # Algorithm specific arguments
     env_id: str = "BreakoutNoFrameskip-v4"
@@ -78,13 +83,13 @@ class Args:
     overlap: bool = False
     """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0
-    """C++ stepping threads of an ale/envpool pool (0: one per core of this process)"""
+    """C++ stepping threads of each rank's ale/envpool pool (0: cores of this machine // ranks on this node)"""
     torch_threads: int = 0
-    """torch threads (0: all cores of this process; 1 for the rollout's inference with --overlap)"""
+    """torch threads per rank (0: cores of this machine // ranks on this node; 1 for inference with --overlap)"""
     compile: bool = False
-    """torch.compile the network (a first call of 10+ s and a C compiler; see docs/throughput.md for the gain)"""
-    total_timesteps: int = 10000000
-    """total timesteps of the experiments"""
+    """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
+    total_timesteps: Count = 10000000
+    """total timesteps of the experiments (1e7 works too)"""
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
     num_envs: int = 8
@@ -116,21 +121,22 @@ class Args:
     target_kl: Optional[float] = None
     """the target KL divergence threshold"""
 
-    # to be filled in runtime
-    batch_size: int = 0
+    # to be filled in runtime (not command-line flags)
+    batch_size: tyro.conf.Suppress[int] = 0
     """the batch size (computed in runtime)"""
-    minibatch_size: int = 0
+    minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size (computed in runtime)"""
-    num_iterations: int = 0
+    num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
 
 
-def make_vector_env(args: Args, run_name: str, env_threads: int = 0) -> gym.vector.VectorEnv:
-    """All `num_envs` envs in one vector env (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards)."""
-    return make_atari_vector_env(
-        args.vector_env, args.env_id, args.num_envs, env_threads=env_threads, seed=args.seed,
-        capture_video=args.capture_video, run_name=run_name,
-    )
+def make_vector_env(args: Args, run_name: str, env_threads: int = 0) -> OverlappedVectorEnv:
+    """All `num_envs` envs (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards): one vector env, or with
+    --overlap two halves that step in turn (env i is seeded with seed + i either way)."""
+    kwargs = dict(env_threads=env_threads, seed=args.seed, capture_video=args.capture_video, run_name=run_name)
+    if args.overlap:
+        return OverlappedVectorEnv(split_groups(args.vector_env, args.env_id, args.num_envs, **kwargs))
+    return OverlappedVectorEnv([make_atari_vector_env(args.vector_env, args.env_id, args.num_envs, **kwargs)])
 
 
 def episode_stats(infos: dict) -> list[tuple[float, int]]:
@@ -155,9 +161,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 class Agent(nn.Module):
     """The Nature CNN with a policy and a value head. Takes uint8 frames; converts to float only here.
 
-    The convolutions run in the `channels_last` memory format: on CPU (oneDNN) training is about twice as fast
-    as in the default layout, and on recent GPUs it is the layout tensor cores prefer. (`memory_format` is a
-    parameter only so that the throughput benchmark can time the other layout.)
+    The convolutions run in the `channels_last` memory format, which oneDNN on CPU and tensor cores on recent GPUs
+    prefer (docs/throughput.md). (`memory_format` is a parameter only so that the throughput benchmark can time the
+    other layout.)
     """
 
     def __init__(self, envs, memory_format=torch.channels_last):
@@ -196,6 +202,14 @@ class Agent(nn.Module):
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
 
 
+def obs_buffer(num_steps: int, num_envs: int, frame_shape: tuple, device: torch.device) -> torch.Tensor:
+    """The rollout's uint8 observations, indexed (step, env, frame, height, width) but laid out with the frames last
+    in memory (channels_last, the network's layout): a minibatch gathered from it goes to float without a transpose."""
+    frames, height, width = frame_shape
+    obs = torch.zeros((num_steps, num_envs, height, width, frames), dtype=torch.uint8, device=device)
+    return obs.permute(0, 1, 4, 2, 3)
+
+
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
     """Generalized advantage estimation over a rollout of shape [num_steps, num_envs].
 
@@ -217,102 +231,107 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
     return advantages, advantages + values
 
 
-def collect_rollout(
-    envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timings=None
-):
-    """Step the vector env `num_steps` times with the policy, filling the buffers in place.
+def collect_rollout(envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer):
+    """Step every env `num_steps` times with the policy, filling the buffers in place.
 
-    Returns the observation and done flags after the last step (for the bootstrap) and the (return, length)
-    of every game that ended. `timings`, if given, accumulates seconds under "env" and "inference".
+    `envs.rollout` calls `act` for the envs `e` it is about to step (all of them, or with --overlap one half while
+    the other half steps) and `observe` with their outcome. Returns the observation and done flags after the last
+    step (for the bootstrap) and the (return, length) of every game that ended.
     """
-    timings = {} if timings is None else timings
-    episodes = []
-    for step in range(obs.shape[0]):
-        tick = time.perf_counter()
-        obs[step] = next_obs
-        dones[step] = next_done
-        with torch.inference_mode():
-            action, logprob, _, value = agent.get_action_and_value(next_obs)
-        values[step] = value.flatten()
-        actions[step] = action
-        logprobs[step] = logprob
-        action_np = action.cpu().numpy()
-        tock = time.perf_counter()
-        timings["inference"] = timings.get("inference", 0.0) + tock - tick
-
-        next_obs_np, reward, terminations, truncations, infos = envs.step(action_np)
-        rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-        next_obs = torch.as_tensor(next_obs_np, device=device)
-        next_done = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
-        episodes += episode_stats(infos)
-        timings["env"] = timings.get("env", 0.0) + time.perf_counter() - tock
-    return next_obs, next_done, episodes
-
-
-def collect_rollout_overlapped(
-    groups, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timings=None
-):
-    """`collect_rollout` with the envs split into two groups (columns [0, n/2) and [n/2, n) of the buffers) that
-    take turns: the policy acts for one group while the other steps in the background (`step_async`), so env
-    stepping and inference run at the same time. Per step t and group g, the buffers get exactly what
-    `collect_rollout` would store: obs[t] and the action sampled for it, then the reward of that action.
-    `timings["env"]` counts only the time spent waiting for a group (`step_wait`).
-    """
-    timings = {} if timings is None else timings
-    timings.setdefault("env", 0.0)
-    timings.setdefault("inference", 0.0)
-    half = obs.shape[1] // 2
-    cols = (slice(0, half), slice(half, 2 * half))
     next_obs, next_done = next_obs.clone(), next_done.clone()
     episodes = []
 
-    def act(step, g):  # store obs[step] of group g, sample its actions and send them
-        tick = time.perf_counter()
-        c = cols[g]
-        obs[step, c] = next_obs[c]
-        dones[step, c] = next_done[c]
-        with torch.inference_mode():
-            action, logprob, _, value = agent.get_action_and_value(next_obs[c])
-        values[step, c] = value.flatten()
-        actions[step, c] = action
-        logprobs[step, c] = logprob
-        action_np = action.cpu().numpy()
-        timings["inference"] += time.perf_counter() - tick
-        groups[g].step_async(action_np)
+    def act(step, e):
+        with timer("inference"):
+            obs[step, e] = next_obs[e]
+            dones[step, e] = next_done[e]
+            with torch.inference_mode():
+                action, logprob, _, value = agent.get_action_and_value(next_obs[e])
+            values[step, e] = value.flatten()
+            actions[step, e] = action
+            logprobs[step, e] = logprob
+            return action.cpu().numpy()
 
-    def observe(step, g):  # wait for group g's step and store its outcome
-        tick = time.perf_counter()
-        c = cols[g]
-        next_obs_np, reward, terminations, truncations, infos = groups[g].step_wait()
-        timings["env"] += time.perf_counter() - tick
-        rewards[step, c] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-        next_obs[c] = torch.as_tensor(next_obs_np, device=device)
-        next_done[c] = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
+    def observe(step, e, outcome):
+        next_obs_np, reward, terminations, truncations, infos = outcome
+        rewards[step, e] = torch.as_tensor(reward, dtype=torch.float32, device=device)
+        next_obs[e] = torch.as_tensor(next_obs_np, device=device)
+        next_done[e] = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
         episodes.extend(episode_stats(infos))
 
-    for step in range(obs.shape[0]):
-        act(step, 0)  # group 0 steps ...
-        if step > 0:
-            observe(step - 1, 1)
-        act(step, 1)  # ... while the policy acts for group 1, which then steps while the policy acts for group 0
-        observe(step, 0)
-    observe(obs.shape[0] - 1, 1)
+    envs.rollout(obs.shape[0], act, observe, timer)
     return next_obs, next_done, episodes
 
 
-def save_model(path: str, agent: nn.Module, args: Args) -> None:
-    """Weights plus what is needed to rebuild and check the agent (loadable with `weights_only=True`)."""
-    tmp = path + ".tmp"
-    torch.save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, tmp)
-    os.replace(tmp, path)
+def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int):
+    """Per epoch, the index arrays of its minibatches (shuffled with numpy's global RNG, one epoch at a time)."""
+    b_inds = np.arange(batch_size)
+    size = batch_size // num_minibatches
+    for _ in range(update_epochs):
+        np.random.shuffle(b_inds)
+        yield [b_inds[start : start + size] for start in range(0, batch_size, size)]
 
 
-class Stop(Exception):
-    """Raised by the SIGTERM handler so that the run closes its logs and saves its model before exiting."""
+def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
+    """The PPO epochs on the batch; `epochs` yields, per epoch, the minibatch index arrays.
 
+    Returns the last minibatch's losses and the mean clip fraction.
+    """
+    clipfracs = []
+    for minibatches in epochs:
+        for mb_inds in minibatches:
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+            logratio = newlogprob - b_logprobs[mb_inds]
+            ratio = logratio.exp()
 
-def _on_sigterm(signum, frame):
-    raise Stop()
+            with torch.no_grad():
+                # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                old_approx_kl = (-logratio).mean()
+                approx_kl = ((ratio - 1) - logratio).mean()
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+
+            mb_advantages = b_advantages[mb_inds]
+            if args.norm_adv:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+            # Policy loss
+            pg_loss1 = -mb_advantages * ratio
+            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+            # Value loss
+            newvalue = newvalue.view(-1)
+            if args.clip_vloss:
+                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                v_clipped = b_values[mb_inds] + torch.clamp(
+                    newvalue - b_values[mb_inds],
+                    -args.clip_coef,
+                    args.clip_coef,
+                )
+                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                v_loss = 0.5 * v_loss_max.mean()
+            else:
+                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+            entropy_loss = entropy.mean()
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+        if args.target_kl is not None and approx_kl > args.target_kl:
+            break
+    return {
+        "value_loss": v_loss.item(),
+        "policy_loss": pg_loss.item(),
+        "entropy": entropy_loss.item(),
+        "old_approx_kl": old_approx_kl.item(),
+        "approx_kl": approx_kl.item(),
+        "clipfrac": float(np.mean(clipfracs)),
+    }
 
 
 if __name__ == "__main__":
@@ -327,46 +346,18 @@ if __name__ == "__main__":
     )
     check_atari_env_id(args.env_id)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
-    if args.env_threads < 0 or args.torch_threads < 0:
-        fail("--env-threads and --torch-threads must be >= 0 (0: sized to the machine)")
+    check_non_negative(
+        env_threads=args.env_threads, torch_threads=args.torch_threads, checkpoint_interval=args.checkpoint_interval
+    )
     check_backend(args.vector_env, args.num_envs, args.overlap, args.capture_video)
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
-    if args.capture_video:
-        try:
-            import moviepy  # noqa: F401
-        except ImportError:
-            fail("--capture-video needs moviepy: pip install -e '.[video]'")
-    if args.track:
-        try:
-            import wandb
-        except ImportError:
-            fail("--track needs wandb: pip install -e '.[track]'")
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            monitor_gym=True,
-            save_code=True,
-        )
-    writer = SummaryWriter(run_dir)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-    )
+    run_name = resolve_run_name(args)
+    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name), resume=args.resume)
+    check_extras(capture_video=args.capture_video, track=args.track)
     threads = plan_threads(
         args.num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads, overlap=args.overlap
-    )
-    print(
-        f"run {run_name}: {args.num_envs} envs ({args.vector_env}{', overlapped' if args.overlap else ''}), "
-        f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_iterations} iterations, "
-        f"{threads.describe()}, logs in {run_dir}",
-        flush=True,
     )
 
     keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
@@ -379,14 +370,8 @@ if __name__ == "__main__":
 
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
 
-    # env setup: one vector env, or two groups of envs stepped in turn (--overlap)
-    if args.overlap:
-        groups = split_groups(
-            args.vector_env, args.env_id, args.num_envs, env_threads=threads.env_threads, seed=args.seed,
-            capture_video=args.capture_video, run_name=run_name,
-        )
-        envs = groups[0]  # for the spaces
-    else:
+    # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
+    with interrupts_ignored():
         envs = make_vector_env(args, run_name, threads.env_threads)
     agent = Agent(envs).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
@@ -395,40 +380,59 @@ if __name__ == "__main__":
     # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network. `obs` is
-    # indexed (step, env, frame, height, width) but laid out with the frames last in memory (channels_last), the
-    # network's layout: a minibatch gathered from it goes to float without a transpose.
-    frames, height, width = envs.single_observation_space.shape
-    obs = torch.zeros((args.num_steps, args.num_envs, height, width, frames), dtype=torch.uint8, device=device)
-    obs = obs.permute(0, 1, 4, 2, 3)
-    actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
-    logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    values = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
+    ckpt = find_checkpoint(run_dir, agent, args, __file__)
+    start_iteration, global_step, recent_returns = 0, 0, []
+    if ckpt is not None:
+        agent.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
+        recent_returns = ckpt["recent_returns"]
+        restore_rng(ckpt, 0, 1, args.seed, device)
 
-    # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    if args.overlap:
-        half = args.num_envs // 2
-        next_obs = np.concatenate([g.reset(seed=args.seed + i * half)[0] for i, g in enumerate(groups)])
-    else:
-        next_obs, _ = envs.reset(seed=args.seed)
+    print(
+        f"run {run_name}: {args.num_envs} envs ({args.vector_env}{', overlapped' if args.overlap else ''}), "
+        f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_iterations} iterations, "
+        f"{threads.describe()}, logs in {run_dir}",
+        flush=True,
+    )
+    if ckpt is not None:
+        print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                   save_code=True)  # fmt: skip
+    # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
+    writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
+    if ckpt is None:
+        writer.add_text(
+            "hyperparameters",
+            "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+        )
+
+    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
+    shape = (args.num_steps, args.num_envs)
+    obs = obs_buffer(args.num_steps, args.num_envs, envs.single_observation_space.shape, device)
+    actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
+    logprobs = torch.zeros(shape).to(device)
+    rewards = torch.zeros(shape).to(device)
+    dones = torch.zeros(shape).to(device)
+    values = torch.zeros(shape).to(device)
+
+    # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the
+    # emulator states are not in the checkpoint, so the games start anew)
+    start_time, start_step = time.time(), global_step
+    next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
     next_done = torch.zeros(args.num_envs).to(device)
-    recent_returns: list[float] = []
-    total_timings: dict[str, float] = {}
-    progress = tqdm(
-        total=args.num_iterations * args.batch_size,
-        unit="step",
-        disable=not (args.progress_bar and sys.stdout.isatty()),
-        dynamic_ncols=True,
-    )
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
+    timer = PhaseTimer()
+    stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
     exit_code = 0
     try:
-        for iteration in range(1, args.num_iterations + 1):
+        for iteration in range(start_iteration + 1, args.num_iterations + 1):
             # Annealing the rate if instructed to do so.
             if args.anneal_lr:
                 frac = 1.0 - (iteration - 1.0) / args.num_iterations
@@ -437,128 +441,79 @@ if __name__ == "__main__":
 
             # ROLLOUT
             use_threads(threads.inference_threads)
-            timings = {}
-            rollout = collect_rollout_overlapped if args.overlap else collect_rollout
-            next_obs, next_done, episodes = rollout(
-                groups if args.overlap else envs,
-                agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timings,
+            next_obs, next_done, episodes = collect_rollout(
+                envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer
             )
-            learn_start = time.perf_counter()
             use_threads(threads.learning_threads)
-            for i, (episodic_return, episodic_length) in enumerate(episodes):
-                # an episode ended during this rollout; log it at the end-of-rollout step (the exact step
-                # inside the rollout is not worth a per-step callback in the hot loop)
-                writer.add_scalar("charts/episodic_return", episodic_return, global_step + args.batch_size)
-                writer.add_scalar("charts/episodic_length", episodic_length, global_step + args.batch_size)
-                recent_returns = (recent_returns + [episodic_return])[-20:]
             global_step += args.batch_size
+            for episodic_return, episodic_length in episodes:  # logged at the end-of-rollout step
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                recent_returns = (recent_returns + [episodic_return])[-20:]
 
-            # ADVANTAGE: bootstrap value if not done
-            with torch.inference_mode():
-                next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages, returns = compute_gae(rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda)
+            with timer("learn"):
+                # ADVANTAGE: bootstrap value if not done
+                with torch.inference_mode():
+                    next_value = agent.get_value(next_obs).reshape(1, -1)
+                advantages, returns = compute_gae(
+                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                )
 
-            # flatten the batch
-            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-            b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-            b_advantages = advantages.reshape(-1)
-            b_returns = returns.reshape(-1)
-            b_values = values.reshape(-1)
+                # flatten the batch
+                b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+                b_logprobs = logprobs.reshape(-1)
+                b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+                b_advantages = advantages.reshape(-1)
+                b_returns = returns.reshape(-1)
+                b_values = values.reshape(-1)
 
-            # UPDATE: optimizing the policy and value network
-            b_inds = np.arange(args.batch_size)
-            clipfracs = []
-            for epoch in range(args.update_epochs):
-                np.random.shuffle(b_inds)
-                for start in range(0, args.batch_size, args.minibatch_size):
-                    end = start + args.minibatch_size
-                    mb_inds = b_inds[start:end]
-
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
-                    logratio = newlogprob - b_logprobs[mb_inds]
-                    ratio = logratio.exp()
-
-                    with torch.no_grad():
-                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                        old_approx_kl = (-logratio).mean()
-                        approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
-
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-
-                    # Policy loss
-                    pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                    # Value loss
-                    newvalue = newvalue.view(-1)
-                    if args.clip_vloss:
-                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
-                        )
-                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                        v_loss = 0.5 * v_loss_max.mean()
-                    else:
-                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                    entropy_loss = entropy.mean()
-                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                    optimizer.step()
-
-                if args.target_kl is not None and approx_kl > args.target_kl:
-                    break
-
-            timings["learn"] = time.perf_counter() - learn_start
-            for key, seconds in timings.items():
-                total_timings[key] = total_timings.get(key, 0.0) + seconds
+                # UPDATE: optimizing the policy and value network
+                epochs = minibatch_schedule(args.batch_size, args.num_minibatches, args.update_epochs)
+                stats = ppo_update(
+                    agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs
+                )
             y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
             var_y = np.var(y_true)
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
-            sps = int(global_step / (time.time() - start_time))
+            sps = int((global_step - start_step) / (time.time() - start_time))
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+            for key, value in stats.items():
+                writer.add_scalar(f"losses/{key}", value, global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
-            for key, seconds in timings.items():  # wall seconds of this iteration spent in each phase
+            for key, seconds in timer.lap().items():  # wall seconds of this iteration spent in each phase
                 writer.add_scalar(f"perf/{key}_seconds", seconds, global_step)
-            progress.update(args.batch_size)
-            progress.set_postfix(SPS=sps, ret=f"{np.mean(recent_returns):.1f}" if recent_returns else "-")
-    except (KeyboardInterrupt, Stop):
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}", file=sys.stderr)
+            progress.update(args.batch_size, sps, recent_returns)
+
+            # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
+            due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
+            if due or stop.requested or iteration == args.num_iterations:
+                writer.flush()  # logged steps up to the checkpoint must be on disk before it
+                path = os.path.join(run_dir, CHECKPOINT_FILE)
+                rngs = [rng_state(device)]
+                save_checkpoint(path, agent, optimizer, args, iteration, global_step, rngs, recent_returns)
+                print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
+            if stop.requested:
+                exit_code = 128 + stop.requested
+                break
+    except KeyboardInterrupt:  # a second Ctrl-C: at once, the last checkpoint is kept
         exit_code = 130
     finally:
         progress.close()
-        elapsed = time.time() - start_time
-        rate = global_step / max(elapsed, 1e-9)
-        print(
-            f"perf: steps={global_step} seconds={elapsed:.2f} steps_per_second={rate:.1f} "
-            + " ".join(f"{key}={seconds:.2f}" for key, seconds in total_timings.items()),
-            flush=True,
-        )
+        if exit_code:
+            print(
+                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with --resume --run-name "
+                f"{run_name}",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(timer.summary(global_step - start_step, time.time() - start_time), flush=True)
         if args.save_model:
             model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
             save_model(model_path, agent, args)
             print(f"model saved to {model_path}")
-        for env_group in groups if args.overlap else [envs]:
-            env_group.close()
+        envs.close()
         writer.close()
     sys.exit(exit_code)

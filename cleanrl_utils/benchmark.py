@@ -27,10 +27,10 @@ from typing import TextIO
 
 import tyro
 
-from cleanrl_utils.checks import fail
+from cleanrl_utils.processes import stop_process_groups
+from cleanrl_utils.runs import fail
 
 # How long a run gets between SIGTERM and SIGKILL when the runner is interrupted.
-TERMINATE_GRACE_S = 10.0
 # How many lines of a failed run's log the runner prints.
 LOG_TAIL_LINES = 15
 POLL_S = 0.1
@@ -292,22 +292,9 @@ def finish(run: Run, returncode: int) -> None:
 
 
 def terminate(running: list[Run]) -> None:
-    """SIGTERM each run's process group, give them a grace period, then SIGKILL what is left."""
-    for run in running:
-        try:
-            os.killpg(run.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + TERMINATE_GRACE_S
-    for run in running:
-        try:
-            returncode = run.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(run.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            returncode = run.process.wait()
+    """Stop each run with everything it started (SIGTERM to its process group, SIGKILL after a grace period)."""
+    codes = stop_process_groups([run.process for run in running])
+    for run, returncode in zip(running, codes):
         finish(run, returncode)
         run.stopped = True
 

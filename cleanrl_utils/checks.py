@@ -1,28 +1,14 @@
-"""Checks of user input shared by the scripts: each failure is one line on stderr and a non-zero exit.
-
-`fail` raises `SystemExit` with an ``error: ...`` message, which Python prints to stderr without a traceback and
-turns into exit status 1.
+"""Checks of user input that need gymnasium (env ids, spaces, video): each failure is one line on stderr and a
+non-zero exit, through `fail` (cleanrl_utils/runs.py, which holds the checks without gymnasium).
 """
 
 from __future__ import annotations
 
 import difflib
-import os
-from typing import NoReturn
 
 import gymnasium as gym
 
-
-def fail(message: str) -> NoReturn:
-    """Stop the program with a one-line error (no traceback, exit status 1)."""
-    raise SystemExit(f"error: {message}")
-
-
-def check_positive(**counts: float) -> None:
-    """Every named count must be > 0, e.g. ``check_positive(num_envs=8, num_steps=128)``."""
-    for name, value in counts.items():
-        if value is None or value <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+from cleanrl_utils.runs import check_positive, fail, prepare_run_dir  # noqa: F401 (also imported from here)
 
 
 def check_env_id(env_id: str) -> None:
@@ -58,19 +44,6 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
             f"--total-timesteps {total_timesteps} is smaller than one batch (num_envs*num_steps = {batch_size}): "
             "no update would run; raise --total-timesteps or shrink the batch"
         )
-
-
-def prepare_run_dir(path: str) -> str:
-    """Create the run directory and prove it is writable, before any work is done."""
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".write_test")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
-    except OSError as exc:
-        fail(f"cannot write the run directory {path!r} ({exc.strerror}); pass a writable --runs-dir")
-    return path
 
 
 def check_discrete_actions(action_space: gym.Space, env_id: str) -> None:

@@ -6,11 +6,8 @@ than the trim threshold is free. A PPO update allocates and frees the same big t
 copy of 256 Atari frames is 29 MiB, the activations and their gradients several MiB each), so each minibatch paid
 thousands of page faults to map, zero and unmap memory it had just released (blocks above 32 MiB, such as conv1's
 unfolded input of a minibatch, are mapped afresh every time: about 24,000 faults for 100 MB). With both thresholds
-raised, freed memory is reused without faults after the first few allocations (tests/test_malloc.py).
-
-Measured on the 2-core machine, ``ppo_atari.py --vector-env ale``: a minibatch step took 126 ms (median) against
-103 ms for the same step on a fixed batch; with both thresholds raised, 108 ms, and 364-379 -> 409-416 SPS end to
-end in 3 alternating pairs of runs (docs/throughput.md).
+raised, freed memory is reused without faults after the first few allocations (tests/test_malloc.py). The
+measured gain is in docs/throughput.md.
 
 The cost is memory: the heap keeps its high-water mark (a few hundred MiB for the default run) instead of shrinking
 between minibatches. Other allocators (macOS, musl) are left alone.

@@ -1,13 +1,12 @@
 """How many threads the env pools and PyTorch get, sized to the machine (and to the ranks sharing it).
 
-The rule, from measurements on a 2-core machine: oversubscription is catastrophic for PyTorch. A batch-8 Nature
-CNN forward took 78 ms with 2 intra-op threads while other threads competed for the cores, against 5 ms with one
-thread: every parallel region ends in a barrier, and a barrier waits for its slowest, descheduled thread. So:
+The rule: oversubscription is catastrophic for PyTorch (measurements in docs/throughput.md): every parallel region
+ends in a barrier, and a barrier waits for its slowest, descheduled thread. So:
 
 - with ``--overlap`` the rollout's inference runs on **one** thread: the other group's env threads are stepping
   at the same time;
 - otherwise inference and update run while the envs are idle (env threads and processes block on a queue), on
-  **all cores of this rank** (idle 2-core machine, batch-8 inference: 1,300 samples/s on 1 thread, 1,600-1,800 on 2);
+  **all cores of this rank**;
 - native env pools get **one stepping thread per core of this rank** (never more threads than envs);
 - ranks on one machine split its cores evenly (``LOCAL_WORLD_SIZE``, set by torchrun).
 

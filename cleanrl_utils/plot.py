@@ -22,7 +22,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils.benchmark import make_dir
-from cleanrl_utils.checks import fail
+from cleanrl_utils.runs import fail
 
 
 @dataclass

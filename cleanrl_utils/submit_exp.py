@@ -41,7 +41,8 @@ if not __package__:  # run as a file (`python cleanrl_utils/submit_exp.py`): mak
 
 import tyro
 
-from cleanrl_utils.checks import check_positive, fail
+from cleanrl_utils.processes import stop_process_groups
+from cleanrl_utils.runs import check_positive, fail
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
@@ -67,7 +68,6 @@ WANDB_ENV = "WANDB_API_KEY"
 MASK = "***"
 # `python`, `python3`, `python3.11`, `/usr/bin/python3`, ...
 PYTHON_RE = re.compile(r"python(\d+(\.\d+)?)?$")
-TERMINATE_GRACE_S = 10.0
 
 
 @dataclass
@@ -420,20 +420,6 @@ def _forward(stream: IO[str], prefix: str) -> None:
         sys.stdout.flush()
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    """SIGTERM the process group of every node still running, SIGKILL after a grace period."""
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + TERMINATE_GRACE_S
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 def _die_with_parent() -> None:
     """In a node's process (before exec): get SIGTERM when submit_exp.py dies, even by SIGKILL (Linux only)."""
     try:
@@ -468,7 +454,7 @@ def run_nodes(nodes: list[tuple[list[str], dict[str, str]]], label: str) -> list
                 break
             time.sleep(0.2)
     finally:
-        _stop(procs)
+        stop_process_groups(procs)
         for thread in threads:
             thread.join(timeout=5)
     return [p.returncode for p in procs]

@@ -73,13 +73,17 @@ def start_script(
     cwd: str | os.PathLike[str],
     output: str | os.PathLike[str],
     env: Mapping[str, str] | None = None,
+    new_session: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``python ARGS...`` in the background, stdout and stderr appended to the file ``output`` (no pipe to
-    fill up while the test waits). Arguments, PYTHONPATH and ``env`` are handled as in `run_script`.
+    fill up while the test waits). Arguments, PYTHONPATH and ``env`` are handled as in `run_script`. With
+    ``new_session`` it leads a process group of its own (signal it and its children with ``os.killpg(pid, ...)``).
     """
     command, full_env = _command(args, env)
     with open(output, "ab") as out:
-        return subprocess.Popen(command, cwd=str(cwd), env=full_env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            command, cwd=str(cwd), env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=new_session
+        )
 
 
 def run_on_terminal_until(
@@ -128,6 +132,18 @@ def _read_terminal(fd: int, wait: float) -> bytes | None:
         return os.read(fd, 4096) or None
     except OSError:  # EIO: the child has exited and closed the terminal
         return None
+
+
+def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> str:
+    """Wait until the file `path` (a started script's output) contains `text`; return the output so far."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output = path.read_text(errors="replace") if path.exists() else ""
+        if text in output:
+            return output
+        assert proc.poll() is None, f"the run ended before printing {text!r}:\n{output[-3000:]}"
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not printed within {timeout} s")
 
 
 def find_run_dir(runs_dir: str | os.PathLike[str]) -> Path:

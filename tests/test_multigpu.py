@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,9 @@ import psutil
 import pytest
 import torch
 import tyro
-from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script
+from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script, wait_for
+
+from cleanrl_utils import checkpoint, distributed
 
 SCRIPT = "cleanrl/ppo_atari_multigpu.py"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the `torchrun` command of this venv
@@ -78,17 +79,6 @@ def assert_each_step_logged_once(run_dir: Path, batch: int, iterations: int) -> 
         assert steps == [batch * i for i in range(1, iterations + 1)], (tag, steps)
 
 
-def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        output = path.read_text(errors="replace") if path.exists() else ""
-        if text in output:
-            return output
-        assert proc.poll() is None, f"the run ended before printing {text!r}:\n{output[-3000:]}"
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} not printed within {timeout} s")
-
-
 # ---------------------------------------------------------------- the issue's commands
 
 
@@ -111,7 +101,7 @@ def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     # the printed hash is really the hash of the parameters: rank 0's saved model has it
     run_dir = next((tmp_path / "runs").iterdir())
     saved = torch.load(run_dir / "ppo_atari_multigpu.cleanrl_model", weights_only=True)
-    assert mg.param_hash(saved["model"]) == digest
+    assert distributed.param_hash(saved["model"]) == digest
     ckpt = load_checkpoint(run_dir)
     assert optimizer_steps(ckpt) == 4 * 4 and ckpt["global_step"] == 2048  # the update did run
     assert_each_step_logged_once(run_dir, 2048, 1)
@@ -129,6 +119,7 @@ def test_cleanrl_style_local_num_envs(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "envs: 4 per rank, 8 in all" in output and "batch 256 (128 per rank)" in output
+    assert output.count("global_step=256/256 (100%), SPS: ") == 1  # the progress line of rank 0 (no terminal)
     assert_ranks_identical(output, 2)
     assert_each_step_logged_once(next((tmp_path / "runs").iterdir()), 256, 1)
 
@@ -252,6 +243,7 @@ PRE_GROUP = {
     "device ids": (["--device-ids", "0"], 2, "--device-ids has 1 entries but this node runs 2 ranks"),
     "nccl": (["--backend", "nccl"], 2, "--backend nccl needs a CUDA device on every rank"),
     "minibatches": (["--local-num-envs", "1", "--num-steps", "6"], 2, "is not divisible by --num-minibatches 4"),
+    "1e2 timesteps": (["--local-num-envs", "2", "--total-timesteps", "1e2"], 2, "--total-timesteps 100 is smaller"),
 }
 
 
@@ -259,23 +251,34 @@ PRE_GROUP = {
 def test_checks_before_the_group_forms(case):
     argv, world_size, fragment = PRE_GROUP[case]
     args = tyro.cli(mg.Args, args=argv)
-    info = mg.DistInfo(rank=1, world_size=world_size, local_rank=1, local_world_size=world_size, launched=True)
+    info = distributed.DistInfo(rank=1, world_size=world_size, local_rank=1, local_world_size=world_size, launched=True)
 
     def checks():  # what every rank runs before init_process_group, in this order
-        mg.resolve_sizes(args, info.world_size)
-        mg.resolve_device(args, info)
+        distributed.resolve_sizes(args, info.world_size)
+        distributed.resolve_device(args, info)
 
     expect_error(fragment, checks)
+
+
+def test_counts_as_users_type_them_and_no_flags_for_computed_sizes(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, mg.__name__, mg)  # tyro reads the Args source for its error message
+    assert tyro.cli(mg.Args, args=["--total-timesteps", "1e6"]).total_timesteps == 1_000_000
+    expect_error("'12.5' is not a whole number", lambda: tyro.cli(mg.Args, args=["--total-timesteps", "12.5"]))
+    for computed in ("--world-size", "--batch-size", "--local-minibatch-size", "--num-iterations"):
+        with pytest.raises(SystemExit):  # filled in at run time, not command-line flags
+            tyro.cli(mg.Args, args=[computed, "3"])
+    capsys.readouterr()
 
 
 def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions: int = 4, **sizes) -> mg.Args:
     """A checkpoint of a run on 2 ranks (by default 1 env x 16 steps per rank, 64 steps in all)."""
     args = mg.Args(env_id=env_id, **{"local_num_envs": 1, "num_steps": 16, "total_timesteps": 64, **sizes})
-    mg.resolve_sizes(args, 2)
+    distributed.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(actions)))
     optimizer = torch.optim.Adam(agent.parameters())
     path.parent.mkdir(parents=True, exist_ok=True)
-    mg.save_checkpoint(str(path), agent, optimizer, args, 1, 32, [mg.rng_state(torch.device("cpu"))] * 2, [])
+    rngs = [checkpoint.rng_state(torch.device("cpu"))] * 2
+    checkpoint.save_checkpoint(str(path), agent, optimizer, args, 1, 32, rngs, [])
     return args
 
 
@@ -303,9 +306,9 @@ def test_checkpoint_checks(tmp_path, case):
     if case == "foreign":
         torch.save({"model": {}}, path)  # e.g. a saved model, not a checkpoint
     args = mg.Args(local_num_envs=1, num_steps=16, total_timesteps=64)
-    mg.resolve_sizes(args, 2)
+    distributed.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
-    expect_error(fragment, mg.load_checkpoint, str(path), agent, args)
+    expect_error(fragment, checkpoint.load_checkpoint, str(path), agent, args, "ppo_atari_multigpu.py")
 
 
 def ranks_env(rank: int, port: int) -> dict[str, str]:

@@ -1,0 +1,284 @@
+"""Plumbing of a torch.distributed job for cleanrl/ppo_atari_multigpu.py: where a process sits in the job, its device,
+joining and leaving the process group, and agreeing on rank 0's decisions. (What data parallelism *does* to PPO,
+the parameter broadcast, the gradient all-reduce and the global advantage normalisation, is in the script.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Callable, Iterator, NoReturn, Optional
+
+import psutil
+import torch
+import torch.distributed as dist
+
+from cleanrl_utils.runs import check_positive, fail
+
+DEFAULT_LOCAL_NUM_ENVS = 8
+
+
+@dataclass
+class DistInfo:
+    """Where this process sits in the job, read from the launcher's environment (torchrun, or mpirun)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    launched: bool = False
+    """started by torchrun or mpirun (a process group is formed, even of size 1)"""
+
+
+def read_dist_env() -> DistInfo:
+    env = os.environ
+    for rank, size, local_rank, local_size in (
+        ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),  # torchrun
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MPICH / Intel MPI
+    ):
+        if size in env:
+            return DistInfo(
+                rank=int(env.get(rank, "0")),
+                world_size=int(env[size]),
+                local_rank=int(env.get(local_rank, "0")),
+                local_world_size=int(env.get(local_size, env[size])),
+                launched=True,
+            )
+    return DistInfo()
+
+
+def resolve_sizes(args, world_size: int) -> None:
+    """Fill in the env counts, batch sizes and iterations of a data-parallel run (args of ppo_atari_multigpu.py): each
+    rank steps `local_num_envs` envs, a batch is `local_batch_size` per rank and `batch_size` in all. Every rank
+    computes the same, before any communication; impossible combinations are one-line errors."""
+    check_positive(
+        num_steps=args.num_steps,
+        num_minibatches=args.num_minibatches,
+        update_epochs=args.update_epochs,
+        total_timesteps=args.total_timesteps,
+        learning_rate=args.learning_rate,
+        dist_timeout=args.dist_timeout,
+    )
+    given = {k: v for k, v in (("num_envs", args.num_envs), ("local_num_envs", args.local_num_envs)) if v is not None}
+    check_positive(**given)
+    if args.local_num_envs is None:
+        if args.num_envs is None:
+            args.local_num_envs = DEFAULT_LOCAL_NUM_ENVS
+        elif args.num_envs % world_size != 0:
+            fail(
+                f"--num-envs {args.num_envs} is not divisible by the world size {world_size}: give a multiple of "
+                f"{world_size}, or the per-rank count with --local-num-envs"
+            )
+        else:
+            args.local_num_envs = args.num_envs // world_size
+    elif args.num_envs is not None and args.num_envs != args.local_num_envs * world_size:
+        fail(
+            f"--num-envs {args.num_envs} and --local-num-envs {args.local_num_envs} disagree: with world size "
+            f"{world_size}, --num-envs must be {args.local_num_envs * world_size} (or give only one of them)"
+        )
+    args.world_size = world_size
+    args.num_envs = args.local_num_envs * world_size
+    args.local_batch_size = args.local_num_envs * args.num_steps
+    args.batch_size = args.local_batch_size * world_size
+    if args.local_batch_size % args.num_minibatches != 0:
+        fail(
+            f"the batch of each rank, local_num_envs*num_steps = {args.local_num_envs}*{args.num_steps} = "
+            f"{args.local_batch_size}, is not divisible by --num-minibatches {args.num_minibatches}"
+        )
+    if args.total_timesteps < args.batch_size:
+        fail(
+            f"--total-timesteps {args.total_timesteps} is smaller than one batch of all ranks (num_envs*num_steps = "
+            f"{args.num_envs}*{args.num_steps} = {args.batch_size}): no update would run"
+        )
+    args.local_minibatch_size = args.local_batch_size // args.num_minibatches
+    args.minibatch_size = args.local_minibatch_size * world_size
+    args.num_iterations = args.total_timesteps // args.batch_size
+
+
+def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
+    """This rank's device and the backend (from args.cuda, args.backend, args.device_ids); fails (on every rank,
+    before any communication) on impossible choices."""
+    has_cuda = args.cuda and torch.cuda.is_available()
+    backend = args.backend or ("nccl" if has_cuda else "gloo")
+    if backend == "nccl" and not has_cuda:
+        why = "--no-cuda was given" if not args.cuda else "torch sees no CUDA device on this machine"
+        fail(f"--backend nccl needs a CUDA device on every rank ({why}); use --backend gloo")
+    if backend == "mpi" and not dist.is_mpi_available():
+        fail("--backend mpi needs a PyTorch built with MPI (this one is not); use --backend gloo or nccl")
+    if args.device_ids is not None:
+        if len(args.device_ids) != info.local_world_size:
+            fail(
+                f"--device-ids has {len(args.device_ids)} entries but this node runs {info.local_world_size} ranks: "
+                "give one CUDA device id per local rank (e.g. `--device-ids 0 0 1 1` for 4 ranks on 2 GPUs)"
+            )
+        if not has_cuda:
+            fail("--device-ids places ranks on CUDA devices, but CUDA is off or there is no CUDA device here")
+        bad = [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]
+        if bad:
+            fail(f"--device-ids {bad} do not exist: this machine has {torch.cuda.device_count()} CUDA devices")
+    if not has_cuda:
+        return torch.device("cpu"), backend
+    index = args.device_ids[info.local_rank] if args.device_ids else info.local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index), backend
+
+
+def restart_count() -> int:
+    """torchrun's restart attempt as this node's agent counts it (a node whose own workers were healthy says 0)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+def init_distributed(backend: str, info: DistInfo, timeout: timedelta) -> None:
+    """Join the process group (a one-line error if it does not form); under torchrun, with keys of this restart
+    attempt only.
+
+    torchrun's agent keeps one TCP store for all restarts of a job, with the keys of a failed attempt still in it
+    (pytorch/pytorch#135712, #167288): a restarted rank may read the address of its dead predecessor and fail or
+    hang. A prefix per attempt gives every attempt fresh keys. The attempt number is the same on all ranks of one
+    node; torchrun does not raise it on a node whose workers were healthy, so across nodes launch torchrun with
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (rank 0 then hosts a new store for each attempt and this is not needed).
+    """
+    try:
+        if backend == "mpi" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+            dist.init_process_group(backend, timeout=timeout)
+            return
+        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        store = dist.TCPStore(addr, port, is_master=False, timeout=timeout)
+        store = dist.PrefixStore(f"ppo_atari_multigpu/attempt{restart_count()}/", store)
+        dist.init_process_group(backend, store=store, rank=info.rank, world_size=info.world_size, timeout=timeout)
+    except Exception as exc:
+        fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
+
+
+def print_launch_notes(info: DistInfo) -> None:
+    """Rank 0's hints about the launch: a multi-node job that may restart through torchrun's shared store (see
+    init_distributed), or a single process that could have been launched data-parallel."""
+    multi_node = info.world_size != info.local_world_size
+    restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
+    if multi_node and restarts and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        print("note: for restarts across nodes, launch torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", flush=True)
+    if not info.launched:
+        print(
+            "note: single process; to train data-parallel on N processes (GPUs), launch with "
+            "`torchrun --standalone --nnodes=1 --nproc_per_node=N cleanrl/ppo_atari_multigpu.py ...`",
+            flush=True,
+        )
+
+
+def gather_to_all(obj, world_size: int) -> list:
+    """Every rank's `obj`, on every rank."""
+    if world_size == 1:
+        return [obj]
+    out = [None] * world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def decided_on_rank0(decide: Callable[[], Any], info: DistInfo) -> Any:
+    """Run `decide` on rank 0 and give its result to every rank; if it `fail`s, every rank stops with the same
+    one-line error instead of some ranks waiting for the others forever."""
+    outcome = None
+    if info.rank == 0:
+        try:
+            outcome = {"ok": True, "value": decide()}
+        except SystemExit as exc:
+            outcome = {"ok": False, "error": str(exc.code)}
+    if info.world_size > 1:
+        box = [outcome]
+        dist.broadcast_object_list(box, src=0)
+        outcome = box[0]
+    if not outcome["ok"]:
+        raise SystemExit(outcome["error"])
+    return outcome["value"]
+
+
+def param_hash(state_dict: dict) -> str:
+    """sha256 of the parameter values (name order, standard layout): equal hashes mean bit-identical models."""
+    digest = hashlib.sha256()
+    for name, tensor in state_dict.items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def report_ranks(agent: torch.nn.Module, info: DistInfo, games: int, start_cpu: float, start_time: float) -> None:
+    """Every rank prints its CPU use and the hash of its parameters (and the games its envs finished); rank 0
+    checks that the hashes are equal."""
+    wall, cpu = time.time() - start_time, cpu_seconds() - start_cpu
+    print(f"rank {info.rank}/{info.world_size}: {cpu:.1f} s CPU in {wall:.1f} s = {cpu / wall:.2f} cores busy")
+    digest = param_hash(agent.state_dict())
+    print(f"rank {info.rank}/{info.world_size}: parameters sha256 {digest}, {games} games finished", flush=True)
+    digests = gather_to_all(digest, info.world_size)
+    if info.rank == 0 and info.world_size > 1:
+        if len(set(digests)) == 1:
+            print(f"parameters identical on all {info.world_size} ranks", flush=True)
+        else:
+            print("warning: the ranks' parameters differ (see the hashes above)", file=sys.stderr, flush=True)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its children (the async env workers)."""
+    me = psutil.Process()
+    return sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)])
+
+
+def is_dist_error(exc: BaseException) -> bool:
+    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
+
+
+@contextlib.contextmanager
+def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]]) -> Iterator[list[Callable[[], Any]]]:
+    """The life of one rank from the process group on: yields `close`, to which the script adds what must be closed
+    at the end (envs, writer). However the block ends, those are closed (last added first), the process group is
+    destroyed and a launched rank ends through `leave`. A second Ctrl-C ends with 130 (the last checkpoint is kept);
+    a lost peer or a timeout is a one-line error."""
+    try:
+        try:
+            yield close
+        except KeyboardInterrupt:
+            print(f"\nrank {info.rank}: interrupted; the last checkpoint is kept", file=sys.stderr)
+            raise SystemExit(130)
+        except Exception as exc:
+            if not is_dist_error(exc):
+                raise
+            fail(
+                f"rank {info.rank}: lost contact with the other ranks ({str(exc).strip().splitlines()[0][:300]}); "
+                "a rank died or --dist-timeout passed. Resume with --resume"
+            )
+    finally:
+        for fn in reversed(close):
+            fn()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if info.launched:
+            leave(0, sys.exc_info()[1])
+
+
+def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
+    """Exit a distributed run at once, skipping the interpreter's teardown (logs, writer and checkpoint are closed).
+
+    When a peer fails, a gloo worker thread may still be finishing the collective it broke; if it drops that
+    collective's tensors while the interpreter is being torn down, it can't take the GIL and the process aborts
+    ("terminate called without an active exception", SIGABRT) instead of exiting with its code (docs/multigpu.md).
+    `os._exit` ends all threads together. `exc` is the exception on its way out (a `fail(...)` message, a bug),
+    reported as Python would report it.
+    """
+    if isinstance(exc, SystemExit):
+        if exc.code is None or isinstance(exc.code, int):
+            exit_code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            exit_code = 1
+    elif exc is not None:
+        traceback.print_exception(exc)
+        exit_code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

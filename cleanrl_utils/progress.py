@@ -1,0 +1,100 @@
+"""What a long training run shows while it runs, and where its time goes.
+
+On a terminal: a tqdm bar with steps, SPS, the mean return of the last games and the ETA. Elsewhere (a Slurm log,
+`nohup`, `| tee`), where a redrawn bar would be noise: one compact line after the first iteration, then after the
+first iteration that ends `interval` seconds or more after the last line (every iteration with `interval=0`), and
+at the end: a cluster log is never silent for long.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional, TextIO
+
+from tqdm import tqdm
+
+LINE_INTERVAL = 30.0
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+class Progress:
+    """Steps done out of `total`; `update` after every iteration. Shows nothing when not `enabled` (other ranks)."""
+
+    def __init__(
+        self,
+        total: int,
+        initial: int = 0,
+        enabled: bool = True,
+        bar: bool = True,
+        interval: float = LINE_INTERVAL,
+        out: TextIO = sys.stdout,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.total, self.initial, self.steps = total, initial, initial
+        self.out, self.clock, self.interval = out, clock, interval
+        self.start = self.last_line = clock()
+        self.first = True
+        on_terminal = bar and out.isatty()
+        self.lines = enabled and not on_terminal
+        self.bar = tqdm(total=total, initial=initial, unit="step", disable=not (enabled and on_terminal),
+                        dynamic_ncols=True, file=out)  # fmt: skip
+
+    def eta(self) -> Optional[float]:
+        """Seconds left at the rate of this process so far (None before the first step)."""
+        done, elapsed = self.steps - self.initial, self.clock() - self.start
+        return None if done <= 0 or elapsed <= 0 else (self.total - self.steps) * elapsed / done
+
+    def update(self, steps: int, sps: int, recent_returns: list[float]) -> None:
+        self.steps += steps
+        ret = f"{sum(recent_returns) / len(recent_returns):.1f}" if recent_returns else "-"
+        eta = self.eta()
+        eta_text = "-" if eta is None else format_duration(eta)
+        self.bar.update(steps)
+        self.bar.set_postfix(SPS=sps, ret=ret, ETA=eta_text)
+        now = self.clock()
+        if self.lines and (self.first or now - self.last_line >= self.interval or self.steps >= self.total):
+            percent = 100 * self.steps / max(self.total, 1)
+            line = f"global_step={self.steps}/{self.total} ({percent:.0f}%), SPS: {sps}, return: {ret}, ETA: {eta_text}"
+            print(line, file=self.out, flush=True)
+            self.first, self.last_line = False, now
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class PhaseTimer:
+    """Wall seconds per phase ("env", "inference", "learn"), of the current iteration and of the whole run.
+
+    `with timer("learn"): ...` adds the block's time to the phase; `lap()` returns this iteration's times and starts
+    the next iteration; `total` holds the run's sums.
+    """
+
+    def __init__(self) -> None:
+        self.iteration: dict[str, float] = {}
+        self.total: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self.iteration[phase] = self.iteration.get(phase, 0.0) + seconds
+            self.total[phase] = self.total.get(phase, 0.0) + seconds
+
+    def lap(self) -> dict[str, float]:
+        done, self.iteration = self.iteration, {}
+        return done
+
+    def summary(self, steps: int, seconds: float) -> str:
+        """The `perf:` line at the end of a run (read by cleanrl_utils/throughput.py)."""
+        phases = " ".join(f"{key}={value:.2f}" for key, value in self.total.items())
+        return f"perf: steps={steps} seconds={seconds:.2f} steps_per_second={steps / max(seconds, 1e-9):.1f} {phases}"
