@@ -2,6 +2,10 @@
 # It is the project's quick learning check: with these (CleanRL's) defaults, the mean return of the last 20
 # CartPole-v1 episodes passes 195 within 100k steps, about a minute on 2 CPU cores.
 import os
+
+# Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): must be set before torch loads; an
+# explicit OMP_WAIT_POLICY wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import random
 import signal
 import sys

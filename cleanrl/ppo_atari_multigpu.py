@@ -97,7 +97,7 @@ class Args:
     overlap: bool = False
     """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0
-    """C++ stepping threads of each rank's ale/envpool pool (0: cores of this machine // ranks on this node)"""
+    """C++ stepping threads of an envpool pool (0: cores of this machine // ranks on this node); ale: one per env"""
     torch_threads: int = 0
     """torch threads per rank (0: cores of this machine // ranks on this node; 1 for inference with --overlap)"""
     compile: bool = False

@@ -18,11 +18,10 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from helpers import assert_one_line_error, find_run_dir, load_script, read_scalars, run_script
+from helpers import assert_one_line_error, find_run_dir, read_scalars, run_script
 
 from cleanrl_utils.placement import plan_threads
-from cleanrl_utils.vector_envs import BACKENDS, SyncVectorEnv, make_atari_vector_env
+from cleanrl_utils.vector_envs import BACKENDS, make_atari_vector_env
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 MSPACMAN = "MsPacmanNoFrameskip-v4"  # no FIRE in its action set: no fire-reset difference between backends
@@ -270,82 +269,7 @@ def test_envpool_takes_a_new_seed_at_reset():
 
 # ---------------------------------------------------------------- overlapped sampling
 
-ppo_atari = load_script("cleanrl/ppo_atari.py", "ppo_atari_overlap_test")
-
-
-class StepCounterEnv(gym.Env):
-    """Frame value = 16 * env index + steps taken (mod 16); records the actions it receives; ends every 5 steps."""
-
-    observation_space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    action_space = gym.spaces.Discrete(6)
-
-    def __init__(self, index: int):
-        self.index, self.steps, self.received = index, 0, []
-
-    def _obs(self):
-        return np.full((4, 84, 84), 16 * self.index + self.steps % 16, dtype=np.uint8)
-
-    def reset(self, *, seed=None, options=None):
-        return self._obs(), {}
-
-    def step(self, action):
-        self.received.append(int(action))
-        self.steps += 1
-        return self._obs(), float(self.steps), self.steps % 5 == 0, False, {}
-
-
-class RecordingAgent(torch.nn.Module):
-    """Samples random actions and remembers which action it sampled for which observation (one call at a time)."""
-
-    def __init__(self):
-        super().__init__()
-        self.sampled: dict[int, list[int]] = {}
-        self.generator = torch.Generator().manual_seed(0)
-
-    def get_action_and_value(self, x, action=None):
-        frame = x[:, 0, 0, 0].long()
-        action = torch.randint(0, 6, (len(x),), generator=self.generator)
-        for f, a in zip(frame.tolist(), action.tolist()):
-            self.sampled.setdefault(f, []).append(a)
-        return action, -action.float(), torch.zeros(len(x)), frame.float().unsqueeze(1)
-
-
-def test_overlapped_rollout_keeps_every_env_trajectory_contiguous_and_its_own_actions():
-    num_envs, num_steps = 4, 12
-    env_objs = [StepCounterEnv(i) for i in range(num_envs)]
-    groups = [
-        SyncVectorEnv([lambda e=e: e for e in env_objs[g * 2 : g * 2 + 2]],
-                      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-        for g in range(2)
-    ]
-    first = np.concatenate([g.reset(seed=0)[0] for g in groups])
-    obs = torch.zeros((num_steps, num_envs, 4, 84, 84), dtype=torch.uint8)
-    actions = torch.zeros((num_steps, num_envs), dtype=torch.long)
-    logprobs, rewards, dones, values = (torch.zeros((num_steps, num_envs)) for _ in range(4))
-    agent = RecordingAgent()
-    timings = {}
-    next_obs, next_done, _ = ppo_atari.collect_rollout_overlapped(
-        groups, agent, torch.as_tensor(first), torch.zeros(num_envs), obs, actions, logprobs, rewards, dones,
-        values, torch.device("cpu"), timings,
-    )
-    frames = obs[:, :, 0, 0, 0].long()
-    for e in range(num_envs):
-        # column e holds env e's own steps 0..num_steps-1, in order, none skipped or repeated
-        assert frames[:, e].tolist() == [16 * e + t for t in range(num_steps)]
-        # the env received exactly the actions stored in its column, in that order ...
-        assert env_objs[e].received == actions[:, e].tolist()
-        # ... and each is the action the policy sampled for that very observation
-        for t in range(num_steps):
-            assert agent.sampled[16 * e + t] == [int(actions[t, e])]
-        assert rewards[:, e].tolist() == [float(t + 1) for t in range(num_steps)]
-        assert dones[:, e].tolist() == [0.0] + [float(t % 5 == 0) for t in range(1, num_steps)]
-        assert logprobs[:, e].tolist() == (-actions[:, e].float()).tolist()
-        assert values[:, e].tolist() == frames[:, e].float().tolist()
-    assert next_obs[:, 0, 0, 0].tolist() == [16 * e + num_steps for e in range(num_envs)]
-    assert next_done.tolist() == [0.0] * num_envs  # step 12 is not a multiple of 5
-    assert set(timings) == {"env", "inference"}
-    for g in groups:
-        g.close()
+# the overlapped rollout itself: tests/test_overlap.py
 
 
 @pytest.mark.slow
