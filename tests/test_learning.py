@@ -87,3 +87,52 @@ def test_unknown_config_is_a_one_line_error(tmp_path):
 
     result = run_script(["-m", "cleanrl_utils.learning", "run", "--only", "syncc"], cwd=tmp_path, timeout=60)
     assert_one_line_error(result, "unknown config(s) syncc")
+
+
+TINY_PROFILE = """
+import sys
+from cleanrl_utils import learning as L
+flags = ("--vector-env", "sync", "--num-envs", "4", "--num-steps", "64", "--num-minibatches", "2", "--update-epochs", "1")
+L.PROFILES["quick"] = {"env_ids": [L.ENV_ID], "total_timesteps": 2048,
+                       "configs": [L.Config("sync", tuple(L.SINGLE), flags, (1,))]}
+sys.exit(L.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_stopped_benchmark_resumes_its_cut_run_and_exports_it(tmp_path):
+    """The benchmark stopped (SIGTERM, as a scheduler does) mid-run keeps the run's checkpoint; started again it
+    resumes that run, which ends with one continuous log, and exports it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO_ROOT, read_scalars
+
+    (tmp_path / "cleanrl").symlink_to(REPO_ROOT / "cleanrl")
+    argv = [sys.executable, "-c", TINY_PROFILE, "run", "--runs-dir", "runs", "--results-dir", "results",
+            "--checkpoint-interval", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "runs" / f"{learning.ENV_ID}__sync__1__0"
+    deadline = time.time() + 300
+    while not (run_dir / "checkpoint.pt").exists() and time.time() < deadline and first.poll() is None:
+        time.sleep(0.2)
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 130, err[-2000:]
+    assert "starting" in out and "keeps its checkpoint" in err
+    assert not (tmp_path / "results" / "quick" / "sync__1.json").exists()
+    cut = [s for s, _ in read_scalars(run_dir, "losses/value_loss")]
+    assert 0 < len(cut) < 8
+
+    second = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming" in second.stdout and "--resume" in second.stdout
+    assert [s for s, _ in read_scalars(run_dir, "losses/value_loss")] == list(range(256, 2049, 256))
+    meta = json.loads((tmp_path / "results" / "quick" / "sync__1.json").read_text())
+    assert meta["steps"] == 2048 and meta["episodes"] >= 1 and "--resume" not in meta["command"]
+    # a third start finds it finished and runs nothing
+    third = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert third.returncode == 0 and "finished" in third.stdout and "starting" not in third.stdout
