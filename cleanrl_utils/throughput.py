@@ -3,7 +3,7 @@
 Measures, on the machine it runs on (CPU only or with a GPU, any number of cores):
 
 1. the physical bound: raw emulator frames/s on one core (no preprocessing) x usable cores / frame skip 4, and
-   how much of one core's emulation survives the standard preprocessing (ale-py's pool on one thread);
+   how much of one core's emulation survives the standard preprocessing (EnvPool's pool on one thread);
 2. env-only agent steps/s of every vector env backend at 8, 16 and 32 envs (random actions);
 3. the Nature CNN of ``cleanrl/ppo_atari.py``: inference samples/s (a batch of ``num_envs`` frames, as in the
    rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
@@ -436,7 +436,7 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
     if "preprocessed_per_thread" in phys:
         share = preprocessing_share(phys)
         lines += [
-            f"With the standard preprocessing (ale-py's pool, 16 envs on ONE stepping thread, nothing else running): "
+            f"With the standard preprocessing (EnvPool's pool, 16 envs on ONE stepping thread, nothing else running): "
             f"{phys['preprocessed_per_thread']:,.0f} agent steps/s = **{share:.0%} of raw emulation per core**. The "
             "screen work of an agent step (two gray grabs, max-pool, resize to 84x84, frame stack) costs the rest, "
             "before any cost of running threads in parallel: a backend with this preprocessing can't be expected to "
