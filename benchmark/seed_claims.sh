@@ -8,7 +8,8 @@
 # (the `plot` extra: matplotlib).
 #
 #   bash benchmark/seed_claims.sh              # the measurement: about 40-60 min on an idle 2-core machine
-#   bash benchmark/seed_claims.sh --quick      # smoke run, about a minute; its figures measure nothing
+#   bash benchmark/seed_claims.sh --quick      # smoke run, 1-3 minutes; its figures measure nothing (its report:
+#                                              # docs/results/seed_claims_<tag>_quick.md, results.md untouched)
 #   bash benchmark/seed_claims.sh --repeats 1 --iterations 10   # shorter (noisier)
 #
 # Run it on an otherwise idle machine: the CPU-use figures are of the measured process tree, but its speed is not.

@@ -1,7 +1,8 @@
 """Measures the claims of the seed document (``../shared/seed/``) about parallel env sampling (issue 10, part 3).
 
     bash benchmark/seed_claims.sh            # the whole measurement (see the script for its length)
-    bash benchmark/seed_claims.sh --quick    # a smoke run of a minute: every step once, tiny; figures meaningless
+    bash benchmark/seed_claims.sh --quick    # a smoke run of 1-3 minutes: every step once, tiny; figures meaningless
+                                             # (its report goes to docs/results/seed_claims_{tag}.md, not results.md)
 
 On the real scripts (``cleanrl/ppo_atari.py``, ``cleanrl/ppo_atari_multigpu.py`` under torchrun) it measures:
 
@@ -96,8 +97,9 @@ class Args:
     """where the JSON and the PNG go"""
     learning_results_dir: str = "docs/results"
     """where the learning benchmark's exports are (`{learning_results_dir}/{learning_profile}/`; read only)"""
-    report_path: str = "docs/results.md"
-    """the report; only the part between the seed-claims markers is written"""
+    report_path: Optional[str] = None
+    """the report; only the part between the seed-claims markers is written (default: docs/results.md; with
+    --quick `{results_dir}/seed_claims_{tag}.md`, so that a smoke run never replaces a measurement)"""
     learning_profile: str = "quick"
     """the learning benchmark's profile whose exports are read"""
     baseline_config: str = "sync_1env"
@@ -511,7 +513,9 @@ def run_all(args: Args, workdir: str) -> dict[str, Any]:
     results["gradient"] = {"numel": numel, "bytes": 4 * numel, "allreduce": {}}
     for world in args.allreduce_ranks:
         timed = allreduce_seconds(numel, world, args.allreduce_repeats)
+        # the ring model's two parameters fitted to this machine's loopback (gloo picks its own algorithm: effective)
         timed["bus_gbit"] = 2 * (world - 1) / world * 4 * numel / timed["gradient"] * 8 / 1e9
+        timed["latency_us"] = timed["one_float"] / (2 * (world - 1)) * 1e6
         results["gradient"]["allreduce"][str(world)] = timed
         print(f"all-reduce {world} ranks: {timed}", flush=True)
     results["model"] = model(results, args)
@@ -650,8 +654,9 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
         lines.append(f"{name} ({mod['iteration_s'][name]:.3f} s per iteration): " + "; ".join(
             f"{r['nodes']} nodes x {args.gpus_per_node} at {r['bandwidth_gbit']:g} Gbit/s {r['efficiency']:.0%} "
             f"({r['speedup']:.0f}x)" for r in rows))
-    measured = "; ".join(f"{w} ranks {v['gradient'] * 1e3:.2f} ms ({v['bus_gbit']:.1f} Gbit/s bus), one float "
-                         f"{v['one_float'] * 1e6:.0f} us" for w, v in grad["allreduce"].items())
+    measured = "; ".join(f"{w} ranks {v['gradient'] * 1e3:.2f} ms ({v['bus_gbit']:.1f} Gbit/s effective ring "
+                         f"bandwidth), one float {v['one_float'] * 1e6:.0f} us ({v['latency_us']:.0f} us per ring step)"
+                         for w, v in grad["allreduce"].items())
     gpu_rows = mod["rows"].get("assumed GPU rank", [])
     at32 = [r for r in gpu_rows if r["ranks"] == 32]
     add("4 nodes x 8 GPUs = 32x one GPU; near-linear to hundreds of nodes.",
@@ -824,6 +829,8 @@ def main(args: Args) -> None:
     tag = args.tag or ((re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-") + "_" if gpu else "")
                        + f"cpu{usable_cores()}" + ("_quick" if args.quick else ""))
     results_dir = Path(args.results_dir) if os.path.isabs(args.results_dir) else REPO / args.results_dir
+    if args.report_path is None:
+        args.report_path = os.path.join(args.results_dir, f"seed_claims_{tag}.md") if args.quick else "docs/results.md"
     report_path = Path(args.report_path) if os.path.isabs(args.report_path) else REPO / args.report_path
     results_dir.mkdir(parents=True, exist_ok=True)
     args.results_dir = str(results_dir)
