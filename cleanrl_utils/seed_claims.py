@@ -150,10 +150,10 @@ def check_args(args: Args) -> None:
 class TreeCpu:
     """CPU use of a process and all its descendants, sampled in the background while it runs.
 
-    Each sample adds, for every process of the tree, the CPU time (user + system) it used since the previous
-    sample (all of it for a process seen for the first time: every descendant started after the root). This is
-    what summing ``psutil.Process.cpu_percent`` over the tree measures, but a child that lives shorter than one
-    interval still counts. The CPU time of a process's last interval before it exits is lost (keep the interval
+    Each sample adds, for every process of the tree, the CPU time (user + system) it used since the previous sample
+    (for the processes already there when the sampler is built: since then; for a process seen for the first time:
+    all of it, it started since). This is what summing ``psutil.Process.cpu_percent`` over the tree measures, but a
+    child that lives shorter than one interval still counts. The CPU time of a process's last interval before it exits is lost (keep the interval
     short against the run).
     """
 
@@ -164,12 +164,13 @@ class TreeCpu:
         self.cpu_seconds = 0.0
         self.busy: list[float] = []  # per sample: share of `cores` the tree kept busy
         self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
-        self._wall = time.perf_counter()
-        self._start = self._wall
         self._stop = None
         self._thread = None
+        self._wall = time.perf_counter()
+        self.sample(count=False)  # what the tree used before is not counted
+        self._start = self._wall
 
-    def sample(self) -> None:
+    def sample(self, count: bool = True) -> None:
         try:
             tree = [self.root] + self.root.children(recursive=True)
         except psutil.Error:
@@ -185,8 +186,9 @@ class TreeCpu:
             used += now - self._last.get(key, 0.0)
             self._last[key] = now
         wall = time.perf_counter()
-        self.cpu_seconds += used
-        self.busy.append(used / max(wall - self._wall, 1e-9) / self.cores)
+        if count:
+            self.cpu_seconds += used
+            self.busy.append(used / max(wall - self._wall, 1e-9) / self.cores)
         self._wall = wall
 
     @property
@@ -265,7 +267,8 @@ def measure(name: str, command: list[str], runs: str, timeout: float, batch: int
     """One run: SPS from its TensorBoard log (rank 0 logs), CPU use of its process tree, its ``perf:`` split."""
     m = run_measured(command, os.path.dirname(runs), timeout)
     sps, steady = throughput.logged_sps(runs)
-    shown = " ".join(["python"] + command[1:]).replace(f"{REPO}{os.sep}", "")  # as typed in the repository
+    # as typed in the repository; the runs folder is a temporary one
+    shown = " ".join(["python"] + command[1:]).replace(runs, "RUNS").replace(f"{REPO}{os.sep}", "")
     row: dict[str, Any] = {"config": name, "command": shown, "batch": batch,
                            **{k: v for k, v in asdict(m).items() if k not in ("output", "returncode")}}
     if sps is None or m.returncode != 0:
@@ -451,6 +454,15 @@ def learning_claims(args: Args, single_env_sps: Optional[float]) -> dict[str, An
 # ---------------------------------------------------------------- measurement
 
 
+def env_only(backend: str, env_id: str, num_envs: int, seconds: float) -> dict[str, float]:
+    """Env-only agent steps/s (random actions, throughput.env_steps_per_second) and the cores this process and
+    any env processes of it kept busy meanwhile (building the envs and the warm-up included)."""
+    with TreeCpu(os.getpid(), interval=0.2) as tree:
+        rate = throughput.env_steps_per_second(backend, env_id, num_envs, seconds)
+        tree.sample()
+    return {"steps_per_second": rate, "cores_busy": tree.mean_busy * tree.cores}
+
+
 def run_all(args: Args, workdir: str) -> dict[str, Any]:
     cores = usable_cores()
     backends = [b for b in args.backends if b != "envpool" or envpool_available()]
@@ -460,7 +472,7 @@ def run_all(args: Args, workdir: str) -> dict[str, Any]:
     print(f"machine: {results['machine']}", flush=True)
 
     # does SyncVectorEnv step its envs in parallel? env-only steps/s at 1 env and at num_envs envs
-    results["sync_env_only"] = {str(n): throughput.env_steps_per_second("sync", args.env_id, n, args.env_seconds)
+    results["sync_env_only"] = {str(n): env_only("sync", args.env_id, n, args.env_seconds)
                                 for n in (1, args.num_envs)}
     print(f"sync env only: {results['sync_env_only']}", flush=True)
 
@@ -695,10 +707,14 @@ def seed_errors(results: dict[str, Any]) -> list[str]:
     n = max(env, key=int)
     vcpus, _, gpus = INSTANCE_TYPES["c5.12xlarge"]
     return [
-        f"`gym.vector.SyncVectorEnv` does not run envs in parallel: it steps them one after the other in the calling "
-        f"process (gymnasium's AsyncVectorEnv uses one process per env). Measured here, env only: {env['1']:,.0f} "
-        f"agent steps/s with 1 env, {env[n]:,.0f} with {n} envs in one SyncVectorEnv = "
-        f"{env[n] / env['1']:.2f}x for {n}x the envs. Its batch helps the network, not the emulators.",
+        "`gym.vector.SyncVectorEnv` does not run envs in parallel (the seed: it makes the interaction \"from serial "
+        "parallel\" and spreads it over several CPU cores): its `step` loops over its envs one after the other in the "
+        "calling process and thread (gymnasium 1.x source); gymnasium's AsyncVectorEnv runs one process per env. "
+        f"Measured here, env only: 1 env {env['1']['steps_per_second']:,.0f} agent steps/s on "
+        f"{env['1']['cores_busy']:.2f} cores busy, {n} envs in one SyncVectorEnv {env[n]['steps_per_second']:,.0f} "
+        f"steps/s on {env[n]['cores_busy']:.2f} cores ({env[n]['steps_per_second'] / env['1']['steps_per_second']:.2f}x "
+        f"for {n}x the envs: what a larger batch saves is per-call overhead, on one core). Its batch helps the "
+        "network's inference, not the emulators.",
         "The seed's loop unpacks `obs, rewards, dones, infos = vector_env.step(...)` and `observations = "
         "vector_env.reset()`: gymnasium 1.x returns five values from `step` (terminations and truncations apart) and "
         "`(obs, infos)` from `reset`.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from helpers import REPO_ROOT, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -50,6 +52,15 @@ def test_tree_cpu_of_an_idle_process_is_near_zero():
     with seed_claims.TreeCpu(proc.pid, interval=0.1, cores=2) as tree:
         proc.wait(timeout=30)
     assert tree.cpu_seconds < 0.3  # the interpreter's start-up only
+    assert tree.mean_busy < 0.15
+
+
+def test_tree_cpu_leaves_out_what_the_tree_used_before():
+    # this test process has spent seconds of CPU importing torch; a sampler of it counts only from its start on
+    assert psutil.Process().cpu_times().user > 1.0
+    with seed_claims.TreeCpu(os.getpid(), interval=0.1, cores=2) as tree:
+        time.sleep(0.6)
+    assert tree.cpu_seconds < 0.2
     assert tree.mean_busy < 0.15
 
 
@@ -181,6 +192,10 @@ def test_quick_run_end_to_end(tmp_path):
                    "drops 15-20%", "near-linearly with ranks", "32x one GPU", "2-4x the CPU cores"):
         assert sum(phrase in c["claim"] for c in data["claims"]) == 1, phrase
     assert "SyncVectorEnv` does not run envs in parallel" in text
+    sync = data["sync_env_only"]
+    assert set(sync) == {"1", "2"} and all(v["steps_per_second"] > 0 for v in sync.values())
+    assert 0 < sync["2"]["cores_busy"] < 1.3  # one loop in one thread: at most one core (plus the sampler)
+    assert f"{sync['2']['cores_busy']:.2f} cores" in text
 
     # the figures are the measured ones: SPS as the scripts logged it, CPU use a share of the cores
     base, parallel = data["configs"]
