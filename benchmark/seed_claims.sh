@@ -7,12 +7,15 @@
 # Writes the seed-claims section of docs/results.md (only that part), docs/results/seed_claims_<tag>.json and a PNG
 # (the `plot` extra: matplotlib).
 #
-#   bash benchmark/seed_claims.sh              # the measurement: about 40-60 min on an idle 2-core machine
+#   bash benchmark/seed_claims.sh              # the measurement: about 30 min on an idle 2-core machine (estimated
+#                                              # from the SPS in docs/benchmarks/throughput_cpu2.md; not yet timed)
 #   bash benchmark/seed_claims.sh --quick      # smoke run, 1-3 minutes; its figures measure nothing (its report:
 #                                              # docs/results/seed_claims_<tag>_quick.md, results.md untouched)
 #   bash benchmark/seed_claims.sh --repeats 1 --iterations 10   # shorter (noisier)
 #
 # Run it on an otherwise idle machine: the CPU-use figures are of the measured process tree, but its speed is not.
+# Ctrl-C / SIGTERM stop it cleanly: the run in progress is stopped, what was measured so far goes to
+# docs/results/seed_claims_<tag>.partial.json, docs/results.md is left as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

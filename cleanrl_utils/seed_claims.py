@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -227,6 +228,15 @@ class Measured:
     peak_rss_mib: float
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM first (torchrun passes it on to its ranks, a script saves its logs), SIGKILL after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def run_measured(command: list[str], cwd: str, timeout: float, interval: float = 0.5) -> Measured:
     """Run ``command`` with the repository on PYTHONPATH, sampling its process tree's CPU use (and the machine's
     CPU / GPU use and the tree's memory, with throughput.Sampler)."""
@@ -237,8 +247,11 @@ def run_measured(command: list[str], cwd: str, timeout: float, interval: float =
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            stop(proc)
             out = proc.communicate()[0] + f"\n(stopped after {timeout:.0f} s)"
+        except BaseException:  # Ctrl-C, SIGTERM: no run left behind
+            stop(proc)
+            raise
     return Measured(
         output=out, returncode=proc.returncode, wall_s=time.perf_counter() - start, tree_busy=tree.mean_busy,
         tree_busy_p90=float(np.percentile(tree.busy, 90)) if tree.busy else float("nan"),
@@ -463,12 +476,13 @@ def env_only(backend: str, env_id: str, num_envs: int, seconds: float) -> dict[s
     return {"steps_per_second": rate, "cores_busy": tree.mean_busy * tree.cores}
 
 
-def run_all(args: Args, workdir: str) -> dict[str, Any]:
+def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
+    """Every measurement, into ``results`` as it goes (so that a stopped run keeps what it measured)."""
     cores = usable_cores()
     backends = [b for b in args.backends if b != "envpool" or envpool_available()]
     if not backends:
         fail("envpool is not installed and is the only backend asked for: pip install -e '.[envpool]'")
-    results: dict[str, Any] = {"machine": throughput.machine(), "args": asdict(args), "backends": backends}
+    results.update(machine=throughput.machine(), args=asdict(args), backends=backends)
     print(f"machine: {results['machine']}", flush=True)
 
     # does SyncVectorEnv step its envs in parallel? env-only steps/s at 1 env and at num_envs envs
@@ -533,7 +547,6 @@ def run_all(args: Args, workdir: str) -> dict[str, Any]:
     results["model"] = model(results, args)
     results["learning"] = learning_claims(args, throughput.steady(results["configs"][0])
                                           if "error" not in results["configs"][0] else None)
-    return results
 
 
 def model(results: dict[str, Any], args: Args) -> dict[str, Any]:
@@ -854,8 +867,19 @@ def main(args: Args) -> None:
         args.learning_results_dir = str(REPO / args.learning_results_dir)
     workdir = args.runs_dir or tempfile.mkdtemp(prefix="seed_claims_")
     os.makedirs(workdir, exist_ok=True)
+    results: dict[str, Any] = {}
+
+    def on_sigterm(signum, frame):  # a scheduler's stop: as Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        results = run_all(args, os.path.abspath(workdir))
+        run_all(args, os.path.abspath(workdir), results)
+    except KeyboardInterrupt:
+        partial = results_dir / f"seed_claims_{tag}.partial.json"
+        partial.write_text(json.dumps(results, indent=1, default=str))
+        print(f"\nstopped: what was measured so far is in {partial}; {args.report_path} is unchanged", file=sys.stderr)
+        sys.exit(130)
     finally:
         if not args.runs_dir:
             shutil.rmtree(workdir, ignore_errors=True)

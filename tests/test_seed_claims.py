@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from helpers import REPO_ROOT, run_script
+from helpers import REPO_ROOT, run_script, start_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cleanrl_utils import seed_claims
@@ -157,6 +158,34 @@ def test_bad_input_is_one_line(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: --bandwidths-gbit has 3 values and --latencies-us 1: give one latency per bandwidth"]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_stopped_run_keeps_what_it_measured_and_leaves_no_process(tmp_path):
+    report = tmp_path / "results.md"
+    report.write_text("kept\n")
+    log = tmp_path / "log.txt"
+    proc = start_script(["-m", "cleanrl_utils.seed_claims", "--quick", "--num-envs", "2", "--backends", "sync",
+                         "--tag", "t", "--results-dir", str(tmp_path), "--report-path", str(report)], REPO_ROOT, log)
+    tool = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 300
+    children: list[psutil.Process] = []
+    while time.monotonic() < deadline and proc.poll() is None:  # until the baseline run is under way
+        children = tool.children(recursive=True)
+        if "sync env only" in log.read_text() and any("ppo_atari.py" in " ".join(c.cmdline()) for c in children):
+            break
+        time.sleep(0.2)
+    assert children, log.read_text()
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 130, log.read_text()
+    partial = json.loads((tmp_path / "seed_claims_t.partial.json").read_text())
+    assert partial["machine"]["cores"] >= 1 and set(partial["sync_env_only"]) == {"1", "2"}
+    assert "configs" not in partial
+    assert report.read_text() == "kept\n"
+    assert "stopped: what was measured so far is in" in log.read_text()
+    gone, alive = psutil.wait_procs(children, timeout=20)
+    assert not alive
 
 
 def _steady_sps(run_dir: Path) -> float:
