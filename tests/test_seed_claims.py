@@ -232,6 +232,7 @@ def test_quick_run_end_to_end(tmp_path):
     base_dir = next(p for p in runs.iterdir() if p.name.startswith("1_env_sync"))
     assert base["steady_sps"] == pytest.approx(_steady_sps(base_dir), rel=1e-6)
     assert f"| 1 env, sync | {base['sps']:,.0f} | {base['steady_sps']:,.0f} | {base['tree_busy']:.0%} |" in text
+    assert f"`{base['command']}` |" in text and "ppo_atari.py --vector-env sync --num-envs 1 " in base["command"]
     for row in data["configs"] + data["ranks"]:
         assert 0 < row["tree_busy"] <= 1.05 and row["wall_s"] < time.time() - start
     assert [r["ranks"] for r in data["ranks"]] == [1, 2]
