@@ -45,6 +45,7 @@ import tyro
 from cleanrl_utils import throughput
 from cleanrl_utils.checks import check_positive, fail
 from cleanrl_utils.placement import usable_cores
+from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.vector_envs import envpool_available
 
 REPO = throughput.REPO
@@ -228,29 +229,22 @@ class Measured:
     peak_rss_mib: float
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM first (torchrun passes it on to its ranks, a script saves its logs), SIGKILL after 15 s."""
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 def run_measured(command: list[str], cwd: str, timeout: float, interval: float = 0.5) -> Measured:
     """Run ``command`` with the repository on PYTHONPATH, sampling its process tree's CPU use (and the machine's
     CPU / GPU use and the tree's memory, with throughput.Sampler)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a process group of its own, so that a stop reaches torchrun's ranks and env processes too
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     with throughput.Sampler(proc.pid) as machine, TreeCpu(proc.pid, interval) as tree:
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop(proc)
+            stop_process_groups([proc])
             out = proc.communicate()[0] + f"\n(stopped after {timeout:.0f} s)"
         except BaseException:  # Ctrl-C, SIGTERM: no run left behind
-            stop(proc)
+            stop_process_groups([proc])
             raise
     return Measured(
         output=out, returncode=proc.returncode, wall_s=time.perf_counter() - start, tree_busy=tree.mean_busy,

@@ -198,6 +198,7 @@ def _steady_sps(run_dir: Path) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.torchrun
 def test_quick_run_end_to_end(tmp_path):
     report = tmp_path / "results.md"
     before = "# Learning results\n\nsomething another generator owns\n"
