@@ -58,11 +58,12 @@ BASELINE = "1 env, sync"
 @dataclass
 class Args:
     tag: Optional[str] = None
-    """name of this machine in the file names (default: cpu{cores})"""
+    """name of this machine in the file names (default: cpu{cores}, the GPU's name first where there is one,
+    `_quick` last for --quick)"""
     env_id: str = "BreakoutNoFrameskip-v4"
     """the game"""
     quick: bool = False
-    """smoke run (about a minute): 2 iterations per run, sync and ale only, a 1-value sweep, 2 ranks for the
+    """smoke run (1-3 minutes on 2 cores): 2 iterations per run, sync and ale only, a 1-value sweep, 2 ranks for the
     all-reduce; overrides the counts below. Its figures are not measurements"""
     iterations: int = 20
     """PPO iterations of each run of num_envs x 128 steps (the steady SPS leaves out the first)"""
