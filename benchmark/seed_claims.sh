@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The seed document's claims about parallel env sampling, measured on this machine (issue 10, part 3):
+#   single-env single-process baseline vs 8 envs on each backend (SPS, CPU use of the whole process tree),
+#   an envs-per-core sweep on the fastest backend, 1 vs 2 torchrun ranks, the gradient all-reduce on gloo loopback
+#   at 2 and 4 ranks and a ring all-reduce model of multi-node efficiency from it, and the learning claims from the
+#   learning benchmark's exports (docs/results/quick/).
+# Writes the seed-claims section of docs/results.md (only that part), docs/results/seed_claims_<tag>.json and a PNG
+# (the `plot` extra: matplotlib).
+#
+#   bash benchmark/seed_claims.sh              # the measurement: about 30 min on an idle 2-core machine (estimated
+#                                              # from the SPS in docs/benchmarks/throughput_cpu2.md; not yet timed)
+#   bash benchmark/seed_claims.sh --quick      # smoke run, 1-3 minutes; its figures measure nothing (its report:
+#                                              # docs/results/seed_claims_<tag>_quick.md, results.md untouched)
+#   bash benchmark/seed_claims.sh --repeats 1 --iterations 10   # shorter (noisier)
+#
+# Run it on an otherwise idle machine: the CPU-use figures are of the measured process tree, but its speed is not.
+# Ctrl-C / SIGTERM stop it cleanly: the run in progress is stopped, what was measured so far goes to
+# docs/results/seed_claims_<tag>.partial.json, docs/results.md is left as it was.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m cleanrl_utils.seed_claims "$@"
