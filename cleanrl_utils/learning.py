@@ -66,6 +66,8 @@ PROFILES: dict[str, dict] = {
             Config("ale", tuple(SINGLE), ("--vector-env", "ale"), (1,)),
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2)),
             Config("multigpu_2ranks", tuple(TWO_RANKS), ("--vector-env", "sync", "--num-envs", "8"), (1,)),
+            # the seed document's baseline: one env in one process (its claims: cleanrl_utils/seed_claims.py)
+            Config("sync_1env", tuple(SINGLE), ("--vector-env", "sync", "--num-envs", "1"), (1,)),
         ],
     },
     # CleanRL's benchmark: 3 games, 10M steps, 3 seeds (a cluster's job: see `commands` and benchmark/learning.sh)

@@ -109,6 +109,7 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("cluster submission", starts("python", "cleanrl_utils/submit_exp.py"), "print only"),
     ("throughput benchmark (5-8 min)", starts("bash", "benchmark/throughput.sh"), "help"),
     ("learning benchmark (4-5 h)", starts("bash", "benchmark/learning.sh"), "help"),
+    ("seed claims measurement (~30 min)", starts("bash", "benchmark/seed_claims.sh"), "help"),
     ("learning report (needs finished runs)", starts("python", "-m", "cleanrl_utils.learning"), "help"),
     ("TensorBoard server", starts("tensorboard", "--logdir"), "after training"),
 ]

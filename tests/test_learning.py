@@ -53,7 +53,7 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert "within seed noise" in verdicts["ale"] and "NOT" not in verdicts["ale"]
     assert "NOT within seed noise" in verdicts["envpool"]
     assert verdicts["sync"].endswith("the reference")
-    assert "Not finished yet: envpool seed 2, multigpu_2ranks seed 1." in text
+    assert "Not finished yet: envpool seed 2, multigpu_2ranks seed 1, sync_1env seed 1." in text
     assert (tmp_path / "results" / "quick_curves.png").stat().st_size > 10_000
     # a rebuild replaces the generated part and keeps what a person wrote around it
     (tmp_path / "results.md").write_text("intro by hand\n" + text + "\nnotes by hand\n")
@@ -61,7 +61,7 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert learning.report(args) == 0
     again = (tmp_path / "results.md").read_text()
     assert again.startswith("intro by hand\n") and again.endswith("\nnotes by hand\n")
-    assert again.count(learning.GENERATED_START) == 1 and "Not finished yet: multigpu_2ranks seed 1." in again
+    assert again.count(learning.GENERATED_START) == 1 and "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1." in again
 
 
 def test_plan_and_commands_resume_a_cut_run(tmp_path):
