@@ -14,7 +14,6 @@ Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from typing import TextIO
 import tyro
 
 from cleanrl_utils import slurm
+from cleanrl_utils.nodes import is_python
 from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.runs import fail, make_dir
 
@@ -148,7 +148,7 @@ def check_args(args: Args) -> None:
 def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
     """The grid as a Slurm job array; a `python SCRIPT ...` command runs under torchrun as that python's module."""
     tokens = shlex.split(args.command)
-    python = tokens[0] if tokens and re.fullmatch(r"python[0-9.]*", os.path.basename(tokens[0])) else None
+    python = tokens[0] if tokens and is_python(tokens[0]) else None
     return slurm.ArrayJob(
         name=job_name,
         run=shlex.join(tokens[1:]) if python else args.command,

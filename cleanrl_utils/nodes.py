@@ -3,6 +3,8 @@ simulated nodes and Slurm); only the variables naming the node differ."""
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Optional
@@ -55,6 +57,11 @@ def slurm_node_vars() -> NodeVars:
             f"THIS_ADDR=$({slurm_node_addr('$SLURMD_NODENAME')})",
         ),
     )
+
+
+def is_python(word: str) -> bool:
+    """`python`, `python3`, `python3.11`, `/usr/bin/python3`, `.venv/bin/python`, ..."""
+    return re.fullmatch(r"python(\d+(\.\d+)?)?", os.path.basename(word)) is not None
 
 
 def torch_launcher(python: Optional[str]) -> str:

@@ -42,7 +42,7 @@ if not __package__:  # run as a file (`python cleanrl_utils/submit_exp.py`): mak
 import tyro
 
 from cleanrl_utils import slurm
-from cleanrl_utils.nodes import NodeVars, aws_node_vars, node_command, torch_launcher
+from cleanrl_utils.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.runs import check_positive, fail
 
@@ -68,8 +68,6 @@ MEMORY_SHARE = 0.9
 # the environment variable the W&B key gets inside the job
 WANDB_ENV = "WANDB_API_KEY"
 MASK = "***"
-# `python`, `python3`, `python3.11`, `/usr/bin/python3`, ...
-PYTHON_RE = re.compile(r"python(\d+(\.\d+)?)?$")
 
 
 @dataclass
@@ -184,7 +182,7 @@ def parse_job(args: Args) -> Job:
         tokens = shlex.split(args.command)
     except ValueError as exc:
         fail(f"cannot parse --command ({exc})")
-    if len(tokens) < 2 or not PYTHON_RE.match(os.path.basename(tokens[0])):
+    if len(tokens) < 2 or not is_python(tokens[0]):
         fail(
             f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
             f"got {args.command!r}"
