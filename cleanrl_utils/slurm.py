@@ -88,6 +88,14 @@ def template_values(job: ArrayJob) -> dict[str, Optional[str]]:
     }
 
 
+def multinode_template() -> str:
+    """The shipped multi-node template (it lives in the repository's benchmark/, not in an installed package)."""
+    try:
+        return MULTINODE_TEMPLATE.read_text()
+    except OSError as exc:
+        fail(f"cannot read {MULTINODE_TEMPLATE} ({exc.strerror}); run from a checkout of the repository")
+
+
 def render(template: str, values: dict[str, Optional[str]]) -> str:
     """Fill the `{{name}}` placeholders; drop a line with an unset one; an unknown placeholder is an error."""
     lines = []

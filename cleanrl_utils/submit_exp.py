@@ -455,7 +455,7 @@ def submit_slurm(args: Args, job: Job) -> None:
         wandb_key(args)  # fail now rather than in the job
     path = Path(args.slurm_script_path or f"slurm/{job.name}.sbatch").resolve()
     log_dir = path.parent / "logs"
-    script = slurm.render(slurm.MULTINODE_TEMPLATE.read_text(), slurm.template_values(slurm_job(args, job, log_dir)))
+    script = slurm.render(slurm.multinode_template(), slurm.template_values(slurm_job(args, job, log_dir)))
     if args.dry_run:
         print(script, end="")
         return
