@@ -14,9 +14,7 @@ Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``.
 from __future__ import annotations
 
 import os
-import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,10 +25,11 @@ from typing import TextIO
 
 import tyro
 
+from cleanrl_utils import slurm
+from cleanrl_utils.nodes import is_python
 from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.runs import fail
+from cleanrl_utils.runs import fail, make_dir
 
-# How long a run gets between SIGTERM and SIGKILL when the runner is interrupted.
 # How many lines of a failed run's log the runner prints.
 LOG_TAIL_LINES = 15
 POLL_S = 0.1
@@ -143,87 +142,52 @@ def check_args(args: Args) -> None:
                 fail(f"{flag} must be positive, got {value}")
 
 
-def make_dir(path: str, what: str) -> None:
-    """Create an output folder or stop with a one-line error naming the flag it came from."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
-        fail(f"cannot create {what} {path!r} ({reason})")
-
-
 # ---------------------------------------------------------------------------------------------- Slurm job array
 
 
-def torchrun_args(command: str) -> str:
-    """What follows `torchrun [options]` to run the command: the script and its flags for a Python command,
-    else `--no-python` and the command."""
-    tokens = shlex.split(command)
-    if tokens and re.fullmatch(r"python[0-9.]*", os.path.basename(tokens[0])):
-        return shlex.join(tokens[1:])
-    return "--no-python " + command
+def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
+    """The grid as a Slurm job array; a `python SCRIPT ...` command runs under torchrun as that python's module."""
+    tokens = shlex.split(args.command)
+    python = tokens[0] if tokens and is_python(tokens[0]) else None
+    return slurm.ArrayJob(
+        name=job_name,
+        run=shlex.join(tokens[1:]) if python else args.command,
+        python=python,
+        torchrun=True,
+        seeds=range(args.start_seed, args.start_seed + args.num_seeds),
+        env_ids=tuple(args.env_ids),
+        nodes=args.slurm_nodes,
+        nproc_per_node=max(args.slurm_gpus_per_task, 1),
+        gpus_per_node=args.slurm_gpus_per_task,
+        cpus_per_task=args.slurm_cpus_per_task,
+        partition=args.slurm_partition,
+        log_dir=args.log_dir,
+    )
 
 
 def render_slurm(template: str, args: Args, job_name: str) -> str:
-    """Fill the `{{name}}` placeholders of an sbatch template.
-
-    A line whose placeholder has no value (nodes, cpus per task or partition unset; 0 GPUs) is left out,
-    so one template serves clusters with and without these settings. An unknown placeholder is an error.
-    """
-    cells = grid(args)
-    seeds = list(range(args.start_seed, args.start_seed + args.num_seeds))
-    values: dict[str, str | None] = {
-        "job_name": job_name,
-        "array": f"0-{len(cells) - 1}",
-        "env_ids": " ".join(shlex.quote(e) for e in args.env_ids),
-        "seeds": " ".join(str(s) for s in seeds),
-        "num_seeds": str(args.num_seeds),
+    """Fill an sbatch template (see cleanrl_utils/slurm.py); the one-GPU template also runs the command as typed
+    by `--slurm-ntasks` tasks."""
+    values = {
+        **slurm.template_values(slurm_job(args, job_name)),
         "command": args.command,
-        "torchrun_args": torchrun_args(args.command),
-        "log_dir": os.path.abspath(args.log_dir),
-        "gpus_per_task": str(args.slurm_gpus_per_task) if args.slurm_gpus_per_task > 0 else None,
-        "cpus_per_task": None if args.slurm_cpus_per_task is None else str(args.slurm_cpus_per_task),
-        "nodes": None if args.slurm_nodes is None else str(args.slurm_nodes),
         "ntasks": str(args.slurm_ntasks),
-        "nproc_per_node": str(max(args.slurm_gpus_per_task, 1)),
-        "partition": args.slurm_partition,
     }
-    lines = []
-    for line in template.splitlines():
-        names = re.findall(r"{{\s*(\w+)\s*}}", line)
-        unknown = [n for n in names if n not in values]
-        if unknown:
-            fail(f"Slurm template uses unknown placeholder {{{{{unknown[0]}}}}}; known: {', '.join(values)}")
-        if any(values[n] is None for n in names):
-            continue
-        lines.append(re.sub(r"{{\s*(\w+)\s*}}", lambda m: values[m.group(1)], line))
-    return "\n".join(lines) + "\n"
+    return slurm.render(template, values)
 
 
 def run_slurm(args: Args) -> int:
     job_name = args.slurm_job_name or script_name(args.command)
     with open(args.slurm_template_path) as f:
         script = render_slurm(f.read(), args, job_name)
-    make_dir(args.log_dir, "--log-dir")
     path = args.slurm_script_path or os.path.join(args.log_dir, f"{job_name}_{int(time.time())}.sbatch")
-    try:
-        with open(path, "w") as f:
-            f.write(script)
-    except OSError as exc:
-        fail(f"cannot write the sbatch script {path!r} ({exc.strerror})")
+    slurm.write_script(path, script, args.log_dir)
     n = len(grid(args))
     print(f"wrote {path}: a job array of {n} tasks ({len(args.env_ids)} envs x {args.num_seeds} seeds)")
-    sbatch = ["sbatch", *(["--wait"] if args.slurm_wait else []), path]
     if args.workers == 0:
-        print(f"submit it with: {shlex.join(sbatch)}")
+        print(f"submit it with: {shlex.join(slurm.sbatch_command(path, args.slurm_wait))}")
         return 0
-    if shutil.which("sbatch") is None:
-        fail(f"sbatch not found on PATH; run this on a Slurm login node or submit {path} there")
-    print(f"$ {shlex.join(sbatch)}", flush=True)
-    returncode = subprocess.run(sbatch).returncode
-    if returncode != 0:
-        print(f"sbatch exited with {returncode}; task logs are in {args.log_dir}/", file=sys.stderr)
-    return returncode
+    return slurm.submit(path, args.slurm_wait, args.log_dir)
 
 
 # ---------------------------------------------------------------------------------------------- local runner

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tyro
 
-from cleanrl_utils.benchmark import make_dir
-from cleanrl_utils.runs import fail
+from cleanrl_utils.runs import fail, make_dir
 
 
 @dataclass

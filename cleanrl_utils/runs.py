@@ -77,6 +77,15 @@ Count = Annotated[
 ]
 
 
+def make_dir(path: str, what: str) -> None:
+    """Create an output folder or stop with a one-line error naming the flag it came from."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        fail(f"cannot create {what} {path!r} ({reason})")
+
+
 def prepare_run_dir(path: str, resume: bool = False) -> str:
     """Create the run directory and prove it is writable, before any work is done; with `resume`, it must hold a
     checkpoint."""

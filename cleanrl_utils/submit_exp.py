@@ -41,6 +41,8 @@ if not __package__:  # run as a file (`python cleanrl_utils/submit_exp.py`): mak
 
 import tyro
 
+from cleanrl_utils import slurm
+from cleanrl_utils.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.runs import check_positive, fail
 
@@ -66,8 +68,6 @@ MEMORY_SHARE = 0.9
 # the environment variable the W&B key gets inside the job
 WANDB_ENV = "WANDB_API_KEY"
 MASK = "***"
-# `python`, `python3`, `python3.11`, `/usr/bin/python3`, ...
-PYTHON_RE = re.compile(r"python(\d+(\.\d+)?)?$")
 
 
 @dataclass
@@ -182,7 +182,7 @@ def parse_job(args: Args) -> Job:
         tokens = shlex.split(args.command)
     except ValueError as exc:
         fail(f"cannot parse --command ({exc})")
-    if len(tokens) < 2 or not PYTHON_RE.match(os.path.basename(tokens[0])):
+    if len(tokens) < 2 or not is_python(tokens[0]):
         fail(
             f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
             f"got {args.command!r}"
@@ -214,65 +214,13 @@ def wandb_key(args: Args) -> Optional[str]:
     return value
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# What a node runs. One generator for every provider: only the variables naming the node differ.
-
-
-@dataclass(frozen=True)
-class NodeVars:
-    """A node's place in a multi-node job as shell expressions (used inside double quotes), and the setup lines
-    that define THIS_ADDR (this node's address) and, where not inherited, MAIN_ADDR (the rendezvous node's)."""
-
-    num_nodes: str
-    node_rank: str
-    port: str
-    rdzv_id: str
-    setup: tuple[str, ...]
-
-
-def aws_node_vars(port: int) -> NodeVars:
-    """The variables AWS Batch sets on every node of a multi-node parallel job (the local provider sets them too)."""
-    return NodeVars(
-        num_nodes="$AWS_BATCH_JOB_NUM_NODES",
-        node_rank="$AWS_BATCH_JOB_NODE_INDEX",
-        port=str(port),
-        rdzv_id="${AWS_BATCH_JOB_ID%%#*}",  # a node's job id is `<job id>#<node index>`
-        setup=(
-            'THIS_ADDR=$(hostname -i 2>/dev/null | cut -d" " -f1)',
-            "THIS_ADDR=${THIS_ADDR:-127.0.0.1}",
-            "# AWS Batch gives the main node address to the child nodes only: without it, this is the main node",
-            "MAIN_ADDR=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$THIS_ADDR}",
-        ),
+def job_node_command(job: Job, seed: int, python: str, launcher: str, nv: NodeVars) -> str:
+    """The shell script one node of `job` runs for one seed (AWS Batch and the local simulated nodes)."""
+    run = f"{shlex.join(job.argv)} --seed {seed}"
+    return node_command(
+        run, num_nodes=job.num_nodes, nproc=job.node.nproc, torchrun=job.torchrun, python=python, launcher=launcher,
+        nv=nv,
     )
-
-
-SLURM_NODE_ADDR = 'scontrol show node "{node}" -o | grep -o "NodeAddr=[^ ]*" | cut -d= -f2'
-
-
-def slurm_node_vars() -> NodeVars:
-    """Slurm's view of a node in an `srun` step; MAIN_ADDR and RDZV_PORT come from the batch script."""
-    return NodeVars(
-        num_nodes="$SLURM_NNODES",
-        node_rank="$SLURM_NODEID",
-        port="$RDZV_PORT",
-        rdzv_id="$SLURM_JOB_ID",
-        setup=("THIS_ADDR=$(" + SLURM_NODE_ADDR.format(node="$SLURMD_NODENAME") + ")",),
-    )
-
-
-def node_command(job: Job, seed: str, python: str, launcher: str, nv: NodeVars) -> str:
-    """The shell script one node runs for one run. `seed` is a shell word (a number or "$SEED")."""
-    run = " ".join(shlex.quote(a) for a in job.argv) + f" --seed {seed}"
-    if job.num_nodes == 1:
-        if job.torchrun and job.node.nproc > 1:
-            return f"exec {launcher} --standalone --nnodes=1 --nproc-per-node={job.node.nproc} {run}"
-        return f"exec {shlex.quote(python)} {run}"
-    torchrun = (
-        f'exec {launcher} --nnodes="{nv.num_nodes}" --node-rank="{nv.node_rank}" --nproc-per-node={job.node.nproc} '
-        f'--rdzv-backend=c10d --rdzv-endpoint="$MAIN_ADDR:{nv.port}" --rdzv-id="{nv.rdzv_id}" '
-        f'--local-addr="$THIS_ADDR" {run}'
-    )
-    return "\n".join(["set -eu", *nv.setup, torchrun])
 
 
 def seeds(args: Args) -> range:
@@ -315,7 +263,7 @@ def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, di
     requests = [("RegisterJobDefinition", definition)]
     for seed in seeds(args):
         overrides: dict = {
-            "command": ["bash", "-c", node_command(job, str(seed), "python", "torchrun", aws_node_vars(args.rdzv_port))]
+            "command": ["bash", "-c", job_node_command(job, seed, "python", "torchrun", aws_node_vars(args.rdzv_port))]
         }
         if key is not None:
             overrides["environment"] = [{"name": WANDB_ENV, "value": key}]
@@ -395,8 +343,8 @@ def free_port() -> int:
 
 def local_nodes(args: Args, job: Job, seed: int, key: Optional[str]) -> list[tuple[list[str], dict[str, str]]]:
     """The command and the AWS Batch environment of each simulated node of one run."""
-    launcher = f"{shlex.quote(sys.executable)} -m torch.distributed.run"
-    script = node_command(job, str(seed), sys.executable, launcher, aws_node_vars(free_port()))
+    nv = aws_node_vars(free_port())
+    script = job_node_command(job, seed, sys.executable, torch_launcher(sys.executable), nv)
     job_id = f"local-{os.getpid()}-seed{seed}"
     nodes = []
     for index in range(job.num_nodes):
@@ -482,69 +430,41 @@ def run_local(args: Args, job: Job) -> None:
 # Slurm
 
 
-def slurm_script(args: Args, job: Job, log_dir: Path) -> str:
-    launcher = f"{shlex.quote(args.python)} -m torch.distributed.run"
-    per_node = node_command(job, '"$SEED"', args.python, launcher, slurm_node_vars())
-    sbatch = {
-        "job-name": job.name,
-        "partition": args.partition,
-        "array": f"0-{args.num_seeds - 1}",
-        "nodes": job.num_nodes,
-        "ntasks-per-node": 1,
-        "cpus-per-task": job.node.vcpus,
-        "mem": f"{job.node.memory_mib}M",
-        "gpus-per-node": job.node.gpus or None,
-        "time": max(1, args.timeout_seconds // 60),
-        "output": f"{log_dir}/%x_%A_%a.out",
-    }
-    lines = [
-        "#!/bin/bash",
-        f"# Written by cleanrl_utils/submit_exp.py. One array task per seed ({args.start_seed}.."
-        f"{args.start_seed + args.num_seeds - 1}), each a {job.num_nodes}-node job",
-        (f"# ({job.node.nproc} torchrun process(es) per node, c10d rendezvous on the first node) running:"
-         if job.torchrun else "# running:"),
-        f"#   {args.command} --seed SEED",
-        *(f"#SBATCH --{k}={v}" for k, v in sbatch.items() if v is not None),
-        "set -euo pipefail",
-        f"cd {shlex.quote(os.getcwd())}",
-        f"export SEED=$(({args.start_seed} + SLURM_ARRAY_TASK_ID))",
-        'MAIN_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        "export MAIN_ADDR=$(" + SLURM_NODE_ADDR.format(node="$MAIN_NODE") + ")",
-        "export RDZV_PORT=$((20000 + SLURM_JOB_ID % 20000))",
-    ]
-    if args.wandb_key_env:
-        lines.append(f'export {WANDB_ENV}="${{{args.wandb_key_env}:?not set when the job was submitted}}"')
-    lines += [
-        'echo "seed $SEED: $SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, rendezvous $MAIN_ADDR:$RDZV_PORT"',
-        f"srun --nodes={job.num_nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c {shlex.quote(per_node)}",
-    ]
-    return "\n".join(lines) + "\n"
+def slurm_job(args: Args, job: Job, log_dir: Path) -> slurm.ArrayJob:
+    """The runs as a Slurm job array, one task per seed (the env id, if any, is in the command)."""
+    return slurm.ArrayJob(
+        name=job.name,
+        run=shlex.join(job.argv),
+        python=args.python,
+        torchrun=job.torchrun,
+        seeds=seeds(args),
+        nodes=job.num_nodes,
+        nproc_per_node=job.node.nproc,
+        gpus_per_node=job.node.gpus,
+        cpus_per_task=job.node.vcpus,
+        mem_mib=job.node.memory_mib,
+        time_minutes=max(1, args.timeout_seconds // 60),
+        partition=args.partition,
+        log_dir=str(log_dir),
+        wandb_key_env=args.wandb_key_env,
+    )
 
 
 def submit_slurm(args: Args, job: Job) -> None:
     if args.wandb_key_env:
         wandb_key(args)  # fail now rather than in the job
     path = Path(args.slurm_script_path or f"slurm/{job.name}.sbatch").resolve()
-    script = slurm_script(args, job, path.parent / "logs")
+    log_dir = path.parent / "logs"
+    script = slurm.render(slurm.multinode_template(), slurm.template_values(slurm_job(args, job, log_dir)))
     if args.dry_run:
         print(script, end="")
         return
-    try:
-        (path.parent / "logs").mkdir(parents=True, exist_ok=True)
-        path.write_text(script)
-    except OSError as exc:
-        fail(f"cannot write the sbatch script {str(path)!r} ({exc.strerror}); pass a writable --slurm-script-path")
-    print(f"wrote {path} (logs: {path.parent / 'logs'})")
-    if not args.submit:
-        return
-    cmd = ["sbatch", *(["--wait"] if args.wait else []), str(path)]
-    try:
-        code = subprocess.run(cmd).returncode
-    except FileNotFoundError:
-        fail("sbatch not found: run on a Slurm login node (or drop --submit and submit the script yourself)")
-    if code != 0:
-        print(f"error: `{shlex.join(cmd)}` exited with {code}; see the logs in {path.parent / 'logs'}", file=sys.stderr)
-        raise SystemExit(code)
+    slurm.write_script(str(path), script, str(log_dir))
+    print(f"wrote {path} (logs: {log_dir})")
+    if args.submit:
+        code = slurm.submit(str(path), args.wait, str(log_dir))
+        if code != 0:
+            raise SystemExit(code)
 
 
 def main(args: Args) -> None:

@@ -189,6 +189,27 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
     assert "--gpus-per-task" not in text and "#SBATCH --nodes=1" in text and "--partition" not in text
 
 
+def slurm_nodes_bin(tmp_path: Path) -> dict[str, str]:
+    """Stand-ins for a multi-node allocation: srun runs its command once per node (SLURM_NODEID, SLURMD_NODENAME
+    set as on node gpu-N, whose NodeAddr is 10.1.2.N), and `python` prints its arguments instead of training."""
+    return fake_bin(
+        tmp_path,
+        srun='shift\nfor n in $(seq 0 $((SLURM_NNODES - 1))); do SLURM_NODEID=$n SLURMD_NODENAME=gpu-$n "$@" || exit; done',
+        scontrol='case "$2" in hostnames) seq 0 $((SLURM_NNODES - 1)) | sed s/^/gpu-/;; '
+                 'node) echo "NodeName=$3 Arch=x86_64 NodeAddr=10.1.2.${3#gpu-} NodeHostName=$3";; esac',
+        python='echo "$@"',
+    )
+
+
+def run_array_task(text: str, env: dict[str, str], index: int, nodes: int) -> list[str]:
+    """Run one array task of a rendered multi-node script under the stand-ins: its banner, then each node's launch."""
+    res = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30, env={
+        **env, "SLURM_ARRAY_TASK_ID": str(index), "SLURM_JOB_ID": "1234", "SLURM_NNODES": str(nodes),
+        "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-[0-{nodes - 1}]"})
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
 def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
     text = render(tmp_path, "slurm_multinode.template", "--env-ids", "BreakoutNoFrameskip-v4", "PongNoFrameskip-v4",
                   "--num-seeds", "2", "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16",
@@ -196,21 +217,43 @@ def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
     for line in ("#SBATCH --array=0-3", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
                  "#SBATCH --gpus-per-node=8"):
         assert line in text.splitlines()
-    env = fake_bin(
-        tmp_path,
-        srun='echo "$@"',
-        scontrol='case "$2" in hostnames) printf "gpu-a\\ngpu-b\\n";; '
-                 'node) echo "NodeName=$3 Arch=x86_64 NodeAddr=10.1.2.3 NodeHostName=$3";; esac',
-    )
-    res = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30, env={
-        **env, "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_ID": "1234", "SLURM_JOB_NUM_NODES": "4",
-        "SLURM_JOB_NODELIST": "gpu-[a-d]"})
+    # array task 2 = Pong seed 1: every node starts torchrun, rendezvous on the first node's address
+    banner, *launches = run_array_task(text, slurm_nodes_bin(tmp_path), index=2, nodes=4)
+    assert banner.startswith("seed 1 env PongNoFrameskip-v4: array task 2 on 4 node(s)")
+    assert launches == [
+        f"-m torch.distributed.run --nnodes=4 --node-rank={n} --nproc-per-node=8 --rdzv-backend=c10d "
+        f"--rdzv-endpoint=10.1.2.0:21234 --rdzv-id=1234 --local-addr=10.1.2.{n} cleanrl/ppo_atari_multigpu.py "
+        "--num-envs 16 --env-id PongNoFrameskip-v4 --seed 1"
+        for n in range(4)
+    ]
+
+
+def test_runner_and_submit_exp_render_the_same_multinode_job(tmp_path):
+    """The same job (2 seeds of a 2-node, 4-GPU run on Pong) from both entry points: the same resources and, for
+    every array task, the same launch on every node."""
+    common = ["--start-seed", "5", "--num-seeds", "2"]
+    runner = render(tmp_path, "slurm_multinode.template", *common, "--env-ids", "PongNoFrameskip-v4",
+                    "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16", "--slurm-nodes", "2",
+                    "--slurm-gpus-per-task", "4", "--slurm-cpus-per-task", "8", "--slurm-partition", "gpu")
+    res = run_script(["cleanrl_utils/submit_exp.py", "--provider", "slurm", *common, "--num-nodes", "2",
+                      "--gpus", "4", "--vcpus", "8", "--memory", "16000", "--partition", "gpu", "--python", "python",
+                      "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16 --env-id PongNoFrameskip-v4",
+                      "--dry-run"], cwd=tmp_path, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[-1] == (
-        "--kill-on-bad-exit=1 torchrun --nnodes=4 --nproc-per-node=8 --rdzv-id=1234 --rdzv-backend=c10d "
-        "--rdzv-endpoint=10.1.2.3:21234 cleanrl/ppo_atari_multigpu.py --num-envs 16 "
-        "--env-id PongNoFrameskip-v4 --seed 1"
-    )
+    submitted = res.stdout
+
+    def resources(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.split("=")[0] in (
+            "#SBATCH --array", "#SBATCH --nodes", "#SBATCH --ntasks-per-node", "#SBATCH --gpus-per-node",
+            "#SBATCH --cpus-per-task", "#SBATCH --partition")]
+
+    assert resources(runner) == resources(submitted) and len(resources(runner)) == 6
+    env = slurm_nodes_bin(tmp_path)
+    for index, seed in enumerate((5, 6)):
+        launches = run_array_task(runner, env, index, nodes=2)[1:]
+        assert launches == run_array_task(submitted, env, index, nodes=2)[1:]
+        assert [line.split()[3] for line in launches] == ["--node-rank=0", "--node-rank=1"]
+        assert all(line.endswith(f"--env-id PongNoFrameskip-v4 --seed {seed}") for line in launches), launches
 
 
 @pytest.mark.slow

@@ -291,11 +291,11 @@ def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
         slurm_cluster.env,
         timeout=400,
     )
-    logs = "\n".join(p.read_text() for p in sorted((tmp_path / "logs").glob("*.out")))
+    logs = "\n".join(p.read_text() for p in sorted((tmp_path / "logs").glob("*.log")))
     assert res.returncode == 0, res.stdout + res.stderr + logs + slurm_cluster.logs()
     text = script.read_text()
     for line in ("#SBATCH --nodes=2", "#SBATCH --array=0-0", "#SBATCH --cpus-per-task=1", "#SBATCH --mem=500M",
-                 "export SEED=$((5 + SLURM_ARRAY_TASK_ID))"):
+                 "export SEED=$((5 + SLURM_ARRAY_TASK_ID % 1))"):
         assert line in text.splitlines(), line
     assert "#SBATCH --gpus-per-node" not in text
     assert f'{sys.executable} -m torch.distributed.run --nnodes="$SLURM_NNODES" --node-rank="$SLURM_NODEID"' in text
@@ -316,6 +316,6 @@ def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
     )
     assert res.returncode == 2, res.stdout + res.stderr
     assert "exited with 2" in res.stderr.strip().splitlines()[-1]
-    logs = sorted(p.read_text() for p in (tmp_path / "logs").glob("*.out"))
+    logs = sorted(p.read_text() for p in (tmp_path / "logs").glob("*.log"))
     assert len(logs) == 2 and all("missing.py" in log for log in logs), logs
     assert [log.splitlines()[0].split(":")[0] for log in logs] == ["seed 5", "seed 6"], logs
