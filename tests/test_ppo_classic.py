@@ -230,10 +230,10 @@ def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
     returncode, output = run_on_terminal_until(
         [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "10000000", "--save-model",
          "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, until="recent_return=", timeout=240, env=FAST,
+        cwd=tmp_path, until="ret=", timeout=240, env=FAST,
     )
     assert returncode == 130, output[-2000:]
-    assert "SPS=" in output and "step" in output, output[-2000:]  # tqdm's bar with its postfix
+    assert "SPS=" in output and "ret=" in output and "step" in output, output[-2000:]  # tqdm bar, postfix
     assert "stopped at global step" in output and "Traceback" not in output, output[-2000:]
     run_dir = find_run_dir(tmp_path / "runs")
     assert (run_dir / "ppo.cleanrl_model").is_file()
