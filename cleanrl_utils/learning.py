@@ -264,10 +264,11 @@ def verdict(name: str, runs: list[Finished], sync: list[Finished], total: int) -
     spread = (max(seed_means) - min(seed_means)) / 2 if len(seed_means) > 1 else 0.0
     tolerance = 2 * stderr + spread
     diff = ours.mean() - ref.mean()
-    within = abs(diff) <= tolerance
-    return (f"{'within' if within else 'NOT within'} seed noise of sync: last 200k steps {ours.mean():.2f} vs "
-            f"{ref.mean():.2f} (difference {diff:+.2f}, tolerance {tolerance:.2f} = 2 standard errors "
-            f"{2 * stderr:.2f} + half the sync seeds' range {spread:.2f})")
+    figures = (f"last 200k steps {ours.mean():.2f} vs {ref.mean():.2f} (difference {diff:+.2f}, tolerance "
+               f"{tolerance:.2f} = 2 standard errors {2 * stderr:.2f} + half the sync seeds' range {spread:.2f})")
+    if len(seed_means) < 2 or len(runs) < 2:  # one seed says nothing of the spread between seeds
+        return f"undecided until sync and {name} have 2 seeds each: {figures}"
+    return f"{'within' if abs(diff) <= tolerance else 'NOT within'} seed noise of sync: {figures}"
 
 
 def report(args: Args) -> int:

@@ -41,7 +41,8 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     write_export(folder, "sync", 1, steps, sync1)
     write_export(folder, "sync", 2, steps, sync1 + 1)
     write_export(folder, "ale", 1, steps, sync1 + 0.5)  # between the two sync seeds: within noise
-    write_export(folder, "envpool", 1, steps, sync1 * 0 + 0.5)  # never learns: far outside
+    write_export(folder, "ale", 2, steps, sync1 + 0.6)
+    write_export(folder, "envpool", 1, steps, sync1 * 0 + 0.5)  # never learns: far outside, but one seed only
     args = args_for(tmp_path)
     assert learning.report(args) == 0
     text = (tmp_path / "results.md").read_text()
@@ -51,17 +52,18 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert "2.03 | 3.60 | 7.81 | 11.13 | 12.44" in text  # CleanRL's anchor row
     verdicts = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
     assert "within seed noise" in verdicts["ale"] and "NOT" not in verdicts["ale"]
-    assert "NOT within seed noise" in verdicts["envpool"]
+    assert verdicts["envpool"].startswith("- **envpool**: undecided until sync and envpool have 2 seeds each")
     assert verdicts["sync"].endswith("the reference")
     assert "Not finished yet: envpool seed 2, multigpu_2ranks seed 1, sync_1env seed 1." in text
     assert (tmp_path / "results" / "quick_curves.png").stat().st_size > 10_000
     # a rebuild replaces the generated part and keeps what a person wrote around it
     (tmp_path / "results.md").write_text("intro by hand\n" + text + "\nnotes by hand\n")
-    write_export(folder, "envpool", 2, steps, sync1)
+    write_export(folder, "envpool", 2, steps, sync1 * 0 + 0.6)
     assert learning.report(args) == 0
     again = (tmp_path / "results.md").read_text()
     assert again.startswith("intro by hand\n") and again.endswith("\nnotes by hand\n")
     assert again.count(learning.GENERATED_START) == 1 and "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1." in again
+    assert "- **envpool**: NOT within seed noise of sync" in again
 
 
 def test_plan_and_commands_resume_a_cut_run(tmp_path):
