@@ -156,9 +156,12 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
             obs, lives = obs.copy(), lives.copy()
             reset = self._pool_reset_ids(np.flatnonzero(ended))
             obs[ended], lives[ended], self._frames[ended] = reset.obs, reset.lives, reset.frames
-        obs, late = self._restart(obs, lives, new_game=ended, life_lost=life_lost)
-        if late is not None:  # a game that ended during the serve: reported with the others
-            ended_stats = late if ended_stats is None else _merge_stats(ended_stats, late)
+        if ended.any() or life_lost.any():  # most steps: nobody to serve
+            obs, late = self._restart(obs, lives, new_game=ended, life_lost=life_lost)
+            if late is not None:  # a game that ended during the serve: reported with the others
+                ended_stats = late if ended_stats is None else _merge_stats(ended_stats, late)
+        else:
+            self._lives[:] = lives
         self._stacked = np.where(ended | life_lost, self._stacked, np.minimum(self._stacked + 1, 4))
         _pad_stack(obs, self._stacked)
         infos["lives"] = self._lives.copy()
