@@ -1,0 +1,50 @@
+"""Training on a native backend is training on the Python chain, once the random no-op draw at reset is taken out.
+
+The backends draw the 1-30 no-op frames at reset from different random streams (gymnasium's, ale-py's, EnvPool's),
+so two runs of `ppo_atari.py` on different backends play different games. Everything else is meant to be the same:
+frames, clipped rewards, lost-life and game-over flags, the serve after a lost life, SAME_STEP resets and the
+frame-stack restart. With the draw fixed (EnvPool and the chain: exactly 1 no-op frame; ale-py and the chain:
+none), the same seed must therefore log the same losses and the same game returns, bit for bit, on one torch
+thread. The runs are long enough (4 envs x 384 steps, random-ish early policy) for lost lives and game overs to
+happen, so the serve and reset paths are inside what is compared. A backend that mis-orders envs, drops a reward,
+flags a lost life differently or serves differently changes the losses.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_script
+
+from cleanrl_utils.vector_envs import envpool_available
+
+RUN = ["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "1536", "--seed", "5"]
+RUN += ["--torch-threads", "1", "--env-threads", "1", "--no-progress-bar"]
+
+# ppo_atari.py as a user runs it, with every backend's no-op draw fixed to NOOP_MAX frames
+LAUNCH = """
+import functools, runpy, sys
+import cleanrl_utils.vector_envs as v
+v.make_atari_vector_env = functools.partial(v.make_atari_vector_env, noop_max=int(sys.argv[1]))
+sys.argv = ["cleanrl/ppo_atari.py", *sys.argv[2:]]
+runpy.run_path("cleanrl/ppo_atari.py", run_name="__main__")
+"""
+
+
+def logged(backend: str, noop_max: int, workdir) -> dict[str, list[tuple[int, float]]]:
+    runs = workdir / backend
+    result = run_script(["-c", LAUNCH, str(noop_max), *RUN, "--vector-env", backend, "--runs-dir", str(runs)],
+                        cwd=REPO_ROOT, timeout=600, env={"OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = find_run_dir(runs)
+    return {tag: read_scalars(run_dir, tag) for tag in [*LOSS_TAGS, "charts/episodic_return"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, noop_max", [("ale", 0), ("envpool", 1)])
+def test_a_native_backend_trains_exactly_like_the_chain_with_the_no_op_draw_fixed(tmp_path, backend, noop_max):
+    if backend == "envpool" and not envpool_available():
+        pytest.fail("envpool is part of the test extra: pip install -e '.[test]'")
+    chain, native = logged("sync", noop_max, tmp_path), logged(backend, noop_max, tmp_path)
+    assert len(chain["losses/value_loss"]) == 3
+    assert len(chain["charts/episodic_return"]) >= 2, "no game ended: the reset path was not compared"
+    assert native == chain
