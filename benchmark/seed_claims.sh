@@ -12,6 +12,8 @@
 #   bash benchmark/seed_claims.sh --quick      # smoke run, 1-3 minutes; its figures measure nothing (its report:
 #                                              # docs/results/seed_claims_<tag>_quick.md, results.md untouched)
 #   bash benchmark/seed_claims.sh --repeats 1 --iterations 10   # shorter (noisier)
+#   bash benchmark/seed_claims.sh --report-only  # no measurement: the last one's report, with the learning claims
+#                                              # re-read from docs/results/quick/ (learning runs that finished since)
 #
 # Run it on an otherwise idle machine: the CPU-use figures are of the measured process tree, but its speed is not.
 # Ctrl-C / SIGTERM stop it cleanly: the run in progress is stopped, what was measured so far goes to

@@ -111,6 +111,9 @@ class Args:
     """keep the runs' TensorBoard logs here (default: a temporary folder, deleted)"""
     timeout: float = 900.0
     """seconds one run may take before it is stopped"""
+    report_only: bool = False
+    """measure nothing: rebuild the report from the last measurement (`seed_claims_{tag}.json`) with the learning
+    claims re-read from the learning exports (for learning runs that finish after the measurement)"""
 
 
 def apply_quick(args: Args) -> Args:
@@ -860,6 +863,8 @@ def main(args: Args) -> None:
     args.results_dir = str(results_dir)
     if not os.path.isabs(args.learning_results_dir):
         args.learning_results_dir = str(REPO / args.learning_results_dir)
+    if args.report_only:
+        return report_only(args, tag, results_dir, report_path)
     workdir = args.runs_dir or tempfile.mkdtemp(prefix="seed_claims_")
     os.makedirs(workdir, exist_ok=True)
     results: dict[str, Any] = {}
@@ -881,11 +886,16 @@ def main(args: Args) -> None:
     results.update(tag=tag, quick=args.quick, load_average_at_end=os.getloadavg(),
                    duration_s=time.perf_counter() - start,
                    finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    publish(results, args, results_dir, report_path)
+
+
+def publish(results: dict[str, Any], args: Args, results_dir: Path, report_path: Path) -> None:
+    """Verdicts, JSON, PNG and the report's section from the measurements in ``results``."""
     results["claims"] = claims(results, args)
     results["seed_errors"] = seed_errors(results)
-    json_path = results_dir / f"seed_claims_{tag}.json"
+    json_path = results_dir / f"seed_claims_{results['tag']}.json"
     json_path.write_text(json.dumps(results, indent=1, default=str))
-    png_path = results_dir / f"seed_claims_{tag}.png"
+    png_path = results_dir / f"seed_claims_{results['tag']}.png"
     drawn = plot(results, png_path)
     rel = os.path.relpath
     body = render(results, args, rel(json_path, report_path.parent), rel(png_path, report_path.parent) if drawn else None)
@@ -893,7 +903,23 @@ def main(args: Args) -> None:
     for c in results["claims"]:
         print(f"claim: {c['claim']}\n  measured: {c['measurement']}\n  verdict: {c['verdict']}", flush=True)
     print(f"wrote {report_path} (seed-claims section), {json_path}" + (f", {png_path}" if drawn else "")
-          + f" in {results['duration_s']:.0f} s", flush=True)
+          + (f" in {results['duration_s']:.0f} s" if not args.report_only else " (report only)"), flush=True)
+
+
+def report_only(args: Args, tag: str, results_dir: Path, report_path: Path) -> None:
+    """The report of the last measurement, with the learning claims re-read from the current learning exports."""
+    path = results_dir / f"seed_claims_{tag}.json"
+    if not path.exists():
+        fail(f"--report-only needs a measurement: {path} does not exist; run `bash benchmark/seed_claims.sh` first "
+             "(or pass the --tag of an existing one)")
+    results = json.loads(path.read_text())
+    measured = Args(**{k: v for k, v in results["args"].items() if k in Args.__dataclass_fields__})
+    # what was measured keeps its own settings; where the learning exports are is this call's
+    for name in ("learning_results_dir", "learning_profile", "baseline_config", "report_only"):
+        setattr(measured, name, getattr(args, name))
+    base = results["configs"][0]
+    results["learning"] = learning_claims(measured, throughput.steady(base) if "error" not in base else None)
+    publish(results, measured, results_dir, report_path)
 
 
 if __name__ == "__main__":

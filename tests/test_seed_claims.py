@@ -158,6 +158,12 @@ def test_bad_input_is_one_line(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "error: --bandwidths-gbit has 3 values and --latencies-us 1: give one latency per bandwidth"]
     assert "Traceback" not in result.stderr
+    missing = run_script(["-m", "cleanrl_utils.seed_claims", "--report-only", "--tag", "none", "--results-dir",
+                          str(tmp_path)], tmp_path, timeout=120)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines() == [
+        f"error: --report-only needs a measurement: {tmp_path / 'seed_claims_none.json'} does not exist; run "
+        "`bash benchmark/seed_claims.sh` first (or pass the --tag of an existing one)"]
 
 
 @pytest.mark.slow
@@ -246,3 +252,20 @@ def test_quick_run_end_to_end(tmp_path):
     assert one_rank["iteration_s"] == pytest.approx(2 * 128 / one_rank["steady_sps"])
     assert "cannot be measured yet" in text and "--num-envs 1 --vector-env sync" in text
     assert (tmp_path / "out" / "seed_claims_t.png").stat().st_size > 10_000
+
+    # learning runs that finish later: --report-only re-reads them, measures nothing, keeps the measured rows
+    exports = tmp_path / "exports" / "quick"
+    exports.mkdir(parents=True)
+    _export(exports, "sync_1env", 1, 4.0, 10.0)
+    _export(exports, "sync", 1, 1.0, 12.0)
+    again = run_script(
+        ["-m", "cleanrl_utils.seed_claims", "--report-only", "--tag", "t", "--results-dir", str(tmp_path / "out"),
+         "--report-path", str(report), "--learning-results-dir", str(tmp_path / "exports")], REPO_ROOT, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rebuilt = json.loads((tmp_path / "out" / "seed_claims_t.json").read_text())
+    assert rebuilt["configs"] == data["configs"] and rebuilt["finished"] == data["finished"]
+    assert rebuilt["learning"]["speedup"]["sync"]["ratio"] == pytest.approx(476 / 116)
+    new_text = report.read_text()
+    assert new_text.startswith(before) and new_text.count(SECTION_START) == 1
+    assert "min to a trailing mean of 10.0 = 4.1x" in new_text
+    assert f"| 1 env, sync | {base['sps']:,.0f} | {base['steady_sps']:,.0f} |" in new_text
