@@ -43,6 +43,7 @@ ANCHORS = {
 }
 PUBLISHED = "CleanRL at 10M steps, 3 seeds: Breakout 414.66 ± 28.09, Pong 20.36 ± 0.20, BeamRider 1915.93 ± 484.58"
 SINGLE = ["python", "cleanrl/ppo_atari.py"]
+BASELINES = {"sync_1env"}  # configs that are not a backend of the 8-env game: no verdict, not in the seed noise
 TWO_RANKS = ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "cleanrl/ppo_atari_multigpu.py"]
 
 
@@ -246,28 +247,45 @@ def window_means(run: Finished, total: int) -> list[float]:
     return [float(run.returns[(run.steps > lo) & (run.steps <= lo + WINDOW)].mean()) for lo in edges]
 
 
-def verdict(name: str, runs: list[Finished], sync: list[Finished], total: int) -> str:
-    """Within seed noise of sync, judged on the last two windows (the learnt part of the curve)."""
+def late_mean(r: Finished, total: int) -> float:
+    """A run's mean full-game return over the last two windows (the learnt part of the curve)."""
+    return float(r.returns[r.steps > total - 2 * WINDOW].mean())
+
+
+def seed_noise(by_config: dict[str, list[Finished]], total: int) -> tuple[float, int]:
+    """The standard deviation between seeds of `late_mean`, pooled over the configurations with 2 seeds or more
+    (all play the same game and train alike: tests/test_backend_training.py), and its degrees of freedom."""
+    squares, dof = 0.0, 0
+    for name, runs in by_config.items():
+        if name in BASELINES or len(runs) < 2:
+            continue
+        means = np.array([late_mean(r, total) for r in runs])
+        squares += float(((means - means.mean()) ** 2).sum())
+        dof += len(runs) - 1
+    return (float(np.sqrt(squares / dof)) if dof else float("nan")), dof
+
+
+def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int) -> str:
+    """Within seed noise of sync or not: the difference of the mean over seeds of `late_mean` against 2 standard
+    errors of that difference, from the pooled seed-to-seed standard deviation (a two-sample t-test's footing;
+    with a few seeds the deviation itself is uncertain by a factor of about 2, so a verdict is coarse)."""
     if name == "sync":
         return "the reference"
+    if name in BASELINES:
+        return "not a backend: the seed document's single-env baseline (another batch size; see its section)"
+    sync = by_config.get("sync", [])
     if not sync:
         return "no finished sync run to compare with"
-
-    def late(r: Finished) -> np.ndarray:
-        return r.returns[r.steps > total - 2 * WINDOW]
-
-    ours = np.concatenate([late(r) for r in runs])
-    ref = np.concatenate([late(r) for r in sync])
-    seed_means = [late(r).mean() for r in sync]
-    # noise: the spread of sync's own seeds where there are several, and the standard error of both means
-    stderr = np.sqrt(ours.var() / len(ours) + ref.var() / len(ref))
-    spread = (max(seed_means) - min(seed_means)) / 2 if len(seed_means) > 1 else 0.0
-    tolerance = 2 * stderr + spread
-    diff = ours.mean() - ref.mean()
-    figures = (f"last 200k steps {ours.mean():.2f} vs {ref.mean():.2f} (difference {diff:+.2f}, tolerance "
-               f"{tolerance:.2f} = 2 standard errors {2 * stderr:.2f} + half the sync seeds' range {spread:.2f})")
-    if len(seed_means) < 2 or len(runs) < 2:  # one seed says nothing of the spread between seeds
-        return f"undecided until sync and {name} have 2 seeds each: {figures}"
+    ours, ref = [late_mean(r, total) for r in runs], [late_mean(r, total) for r in sync]
+    sigma, dof = seed_noise(by_config, total)
+    seeds = (f"last 200k steps, per seed {', '.join(f'{v:.2f}' for v in ours)} vs sync "
+             f"{', '.join(f'{v:.2f}' for v in ref)}")
+    if not dof:
+        return f"undecided until some configuration has 2 seeds (the seed-to-seed spread): {seeds}"
+    diff = float(np.mean(ours) - np.mean(ref))
+    tolerance = 2 * sigma * np.sqrt(1 / len(ours) + 1 / len(ref))
+    figures = (f"{seeds}; difference of the means {diff:+.2f}, tolerance {tolerance:.2f} = 2 standard errors from "
+               f"the seed-to-seed std {sigma:.2f} ({dof} degrees of freedom)")
     return f"{'within' if abs(diff) <= tolerance else 'NOT within'} seed noise of sync: {figures}"
 
 
@@ -303,7 +321,7 @@ def report(args: Args) -> int:
             runs_table.append(f"| {name} | {r.seed} | {m['steps']:,} | {plot.format_duration(m['wall_seconds'])} | "
                               f"{m['sps']:.0f} | {m['episodes']} | {m['machine']} | {m['finished']} | "
                               f"`{m['command']}` |")
-    verdicts = [f"- **{name}**: {verdict(name, runs, by_config.get('sync', []), total)}"
+    verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total)}"
                 for name, runs in by_config.items()]
     missing = [f"{p.config.name} seed {p.seed}" for p in plan(Args("run", profile=args.profile))
                if not any(r.config == p.config.name and r.seed == p.seed for r in finished)]
@@ -337,6 +355,11 @@ def report(args: Args) -> int:
         f"Published: {PUBLISHED}.",
         "",
         "### Verdicts",
+        "",
+        "Seeds are the unit: each run's mean return over its last 200k steps; a configuration is within seed noise "
+        "of sync when the difference of the means over seeds is at most 2 standard errors, from the seed-to-seed "
+        "standard deviation pooled over the configurations with 2 or more seeds (a two-sample t-test's footing; "
+        "with so few seeds that deviation is itself uncertain by a factor of about 2).",
         "",
         *verdicts,
         "",

@@ -51,8 +51,14 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert "| ale | 1 | 1.50 | 2.50 | 3.50 | 4.50 | 5.50 |" in text
     assert "2.03 | 3.60 | 7.81 | 11.13 | 12.44" in text  # CleanRL's anchor row
     verdicts = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
+    # seeds are the unit: last-200k means sync 4.5, 5.5; ale 5.0, 5.1; envpool 0.5. Seed-to-seed std pooled over
+    # sync and ale: sqrt((0.5 + 0.005) / 2) = 0.5025 (2 degrees of freedom)
     assert "within seed noise" in verdicts["ale"] and "NOT" not in verdicts["ale"]
-    assert verdicts["envpool"].startswith("- **envpool**: undecided until sync and envpool have 2 seeds each")
+    assert "difference of the means +0.05, tolerance 1.00 = 2 standard errors from the seed-to-seed std 0.50 (2 " \
+           "degrees of freedom)" in verdicts["ale"]
+    # one seed is judged against the pooled spread: 2 x 0.5025 x sqrt(1 + 1/2) = 1.23
+    assert verdicts["envpool"].startswith("- **envpool**: NOT within seed noise of sync: last 200k steps, per seed "
+                                          "0.50 vs sync 4.50, 5.50; difference of the means -4.50, tolerance 1.23")
     assert verdicts["sync"].endswith("the reference")
     assert "Not finished yet: envpool seed 2, multigpu_2ranks seed 1, sync_1env seed 1." in text
     assert (tmp_path / "results" / "quick_curves.png").stat().st_size > 10_000
@@ -64,6 +70,23 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert again.startswith("intro by hand\n") and again.endswith("\nnotes by hand\n")
     assert again.count(learning.GENERATED_START) == 1 and "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1." in again
     assert "- **envpool**: NOT within seed noise of sync" in again
+    assert "seed-to-seed std 0.41 (3 degrees of freedom)" in again  # envpool's 2 seeds join the pooled spread
+
+
+def test_verdicts_wait_for_a_spread_and_leave_the_baseline_out(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "results" / "quick"
+    steps = np.arange(1, 501) * 1000
+    write_export(folder, "sync", 1, steps, np.full(500, 4.0))
+    write_export(folder, "ale", 1, steps, np.full(500, 9.0))
+    write_export(folder, "sync_1env", 1, steps, np.full(500, 1.0))
+    write_export(folder, "sync_1env", 2, steps, np.full(500, 7.0))  # its spread is not the 8-env game's
+    assert learning.report(args_for(tmp_path)) == 0
+    text = (tmp_path / "results.md").read_text()
+    verdicts = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
+    assert "undecided until some configuration has 2 seeds" in verdicts["ale"]
+    assert "per seed 9.00 vs sync 4.00" in verdicts["ale"]
+    assert "not a backend" in verdicts["sync_1env"]
 
 
 def test_plan_and_commands_resume_a_cut_run(tmp_path):
