@@ -414,14 +414,33 @@ def trailing_mean(returns: np.ndarray, window: int = 20) -> np.ndarray:
     return (sums[idx] - sums[np.maximum(idx - window, 0)]) / np.minimum(idx, window)
 
 
-def seconds_to_return(times: np.ndarray, returns: np.ndarray, target: float) -> Optional[float]:
-    """Wall seconds at which the trailing mean of 20 games first reaches ``target`` (None: never)."""
+def steps_to_return(steps: np.ndarray, returns: np.ndarray, target: float) -> Optional[float]:
+    """Agent steps at which the trailing mean of 20 games first reaches ``target`` (None: never)."""
     reached = np.nonzero(trailing_mean(returns) >= target)[0]
-    return float(times[reached[0]]) if len(reached) else None
+    return float(steps[reached[0]]) if len(reached) else None
 
 
-def learning_claims(args: Args, single_env_sps: Optional[float]) -> dict[str, Any]:
-    """Wall time to the same return and the spread of the final mean return, baseline config vs the others."""
+def idle_sps(results: dict[str, Any], args: Args) -> dict[str, float]:
+    """Steady SPS measured here, by the learning config each row stands for: the single-env baseline, and the
+    `num_envs`-env runs of each backend (the learning benchmark's configs of the same names)."""
+    out = {}
+    for row in results.get("configs", []):
+        if "error" in row:
+            continue
+        if row["config"] == BASELINE:
+            out[args.baseline_config] = throughput.steady(row)
+        elif row.get("num_envs") == args.num_envs:
+            out[row["backend"]] = throughput.steady(row)
+    return out
+
+
+def learning_claims(args: Args, sps: dict[str, float]) -> dict[str, Any]:
+    """Time to the same return and the spread of the final mean return, baseline config vs the others.
+
+    The time to a return is the agent steps a config's runs took to reach it (from their learning curves, which no
+    load changes) over the config's steady SPS measured here on the idle machine (``sps``, by config name): the
+    learning runs' own wall times were taken on a machine shared with other runs, and a resumed run's include its
+    pause."""
     from cleanrl_utils import learning
 
     folder = os.path.join(args.learning_results_dir, args.learning_profile)
@@ -435,30 +454,34 @@ def learning_claims(args: Args, single_env_sps: Optional[float]) -> dict[str, An
         learning.PROFILES else 500_000
     shown = os.path.relpath(folder, REPO) if Path(folder).resolve().is_relative_to(REPO) else folder
     out: dict[str, Any] = {"folder": shown, "runs": {k: sorted(r.seed for r in v) for k, v in by_config.items()},
-                           "baseline_config": args.baseline_config, "total_timesteps": total}
-    if single_env_sps:
-        out["baseline_hours_per_run"] = total / single_env_sps / 3600
+                           "baseline_config": args.baseline_config, "total_timesteps": total, "sps": sps}
+    if sps.get(args.baseline_config):
+        out["baseline_hours_per_run"] = total / sps[args.baseline_config] / 3600
     out["baseline_command"] = (f"python cleanrl/ppo_atari.py --env-id {args.env_id} --num-envs 1 --vector-env sync "
                                f"--total-timesteps {total} --seed S --exp-name {args.baseline_config}")
 
     def final_mean(r) -> float:  # mean full-game return over the last 100k steps
         return float(r.returns[r.steps > total - learning.WINDOW].mean())
 
-    out["speedup"], out["spread"] = {}, {}
+    out["speedup"], out["spread"], out["no_sps"] = {}, {}, []
     for name, others in by_config.items():
         if name == args.baseline_config or not base:
             continue
-        # the same return: the best trailing mean that every run of both configs reached
-        target = min(float(trailing_mean(r.returns).max()) for r in base + others)
-        t_base = [seconds_to_return(r.times, r.returns, target) for r in base]
-        t_other = [seconds_to_return(r.times, r.returns, target) for r in others]
-        out["speedup"][name] = {"target_return": target, "baseline_s": float(np.mean(t_base)),
-                                "config_s": float(np.mean(t_other)), "ratio": float(np.mean(t_base) / np.mean(t_other))}
         if len(base) >= 2 and len(others) >= 2:
             sb = float(np.std([final_mean(r) for r in base], ddof=1))
             so = float(np.std([final_mean(r) for r in others], ddof=1))
             out["spread"][name] = {"baseline_std": sb, "config_std": so, "drop": 1 - so / sb if sb > 0 else None,
                                    "seeds": [len(base), len(others)]}
+        if not (sps.get(name) and sps.get(args.baseline_config)):
+            out["no_sps"].append(name)  # no idle SPS of this config measured here (e.g. the torchrun runs)
+            continue
+        # the same return: the best trailing mean that every run of both configs reached
+        target = min(float(trailing_mean(r.returns).max()) for r in base + others)
+        steps_base = float(np.mean([steps_to_return(r.steps, r.returns, target) for r in base]))
+        steps_other = float(np.mean([steps_to_return(r.steps, r.returns, target) for r in others]))
+        t_base, t_other = steps_base / sps[args.baseline_config], steps_other / sps[name]
+        out["speedup"][name] = {"target_return": target, "baseline_steps": steps_base, "config_steps": steps_other,
+                                "baseline_s": t_base, "config_s": t_other, "ratio": t_base / t_other}
     return out
 
 
@@ -543,8 +566,7 @@ def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
         results["gradient"]["allreduce"][str(world)] = timed
         print(f"all-reduce {world} ranks: {timed}", flush=True)
     results["model"] = model(results, args)
-    results["learning"] = learning_claims(args, throughput.steady(results["configs"][0])
-                                          if "error" not in results["configs"][0] else None)
+    results["learning"] = learning_claims(args, idle_sps(results, args))
 
 
 def model(results: dict[str, Any], args: Args) -> dict[str, Any]:
@@ -632,10 +654,17 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
             if hours else f"single-env baseline learning runs are needed (`{learn['baseline_command']}`)")
     have = ", ".join(f"{k} (seeds {', '.join(map(str, v))})" for k, v in learn["runs"].items()) or "none"
     if learn["speedup"]:
-        text = "; ".join(f"{k}: {v['baseline_s'] / 60:.0f} min vs {v['config_s'] / 60:.0f} min to a trailing mean of "
-                         f"{v['target_return']:.1f} = {v['ratio']:.1f}x" for k, v in learn["speedup"].items())
+        base_sps = learn["sps"][learn["baseline_config"]]
+        text = "; ".join(
+            f"{k}: {v['baseline_steps'] / 1e3:.0f}k steps at {base_sps:.0f} SPS = {v['baseline_s'] / 60:.0f} min vs "
+            f"{v['config_steps'] / 1e3:.0f}k at {learn['sps'][k]:.0f} SPS = {v['config_s'] / 60:.0f} min to a "
+            f"trailing mean of {v['target_return']:.1f} = {v['ratio']:.1f}x" for k, v in learn["speedup"].items())
+        skipped = (f" Not compared (no idle SPS of theirs measured here): {', '.join(learn['no_sps'])}."
+                   if learn["no_sps"] else "")
         ok = any(3 <= v["ratio"] <= 5 for v in learn["speedup"].values())
-        add("Parallel sampling trains 3-5x faster (wall time to the same return).", f"from `{learn['folder']}`: {text}.",
+        add("Parallel sampling trains 3-5x faster (wall time to the same return).",
+            f"from `{learn['folder']}` (mean over seeds of the steps to the return, from the learning curves; over the "
+            f"steady SPS measured above on the idle machine, as the learning runs shared theirs): {text}.{skipped}",
             "**holds here**" if ok else "**does not hold here**")
     else:
         add("Parallel sampling trains 3-5x faster (wall time to the same return).",
@@ -917,8 +946,7 @@ def report_only(args: Args, tag: str, results_dir: Path, report_path: Path) -> N
     # what was measured keeps its own settings; where the learning exports are is this call's
     for name in ("learning_results_dir", "learning_profile", "baseline_config", "report_only"):
         setattr(measured, name, getattr(args, name))
-    base = results["configs"][0]
-    results["learning"] = learning_claims(measured, throughput.steady(base) if "error" not in base else None)
+    results["learning"] = learning_claims(measured, idle_sps(results, measured))
     publish(results, measured, results_dir, report_path)
 
 

@@ -125,14 +125,16 @@ def test_learning_claims_from_exports(tmp_path):
     _export(folder, "sync", 1, 1.0, 12.0)
     _export(folder, "sync", 2, 1.0, 18.0)
     args = seed_claims.Args(learning_results_dir=str(tmp_path))
-    out = seed_claims.learning_claims(args, single_env_sps=50.0)
+    out = seed_claims.learning_claims(args, {"sync_1env": 50.0, "sync": 100.0})
     # the same return: 10, the best trailing mean of 20 games that every run reached. A plateau P gets there after
-    # ceil(200 / P) games of it: baseline games 119 and 109 (x 4 s), sync games 116 and 111 (x 1 s)
+    # ceil(200 / P) games of it: baseline games 119 and 109, sync games 116 and 111 (0-based; game i ends at step
+    # (i + 1) x 2,500). Time = mean steps / the measured SPS: baseline 287,500 / 50, sync 286,250 / 100
     speed = out["speedup"]["sync"]
     assert speed["target_return"] == pytest.approx(10.0)
-    assert speed["baseline_s"] == pytest.approx((476 + 436) / 2)
-    assert speed["config_s"] == pytest.approx((116 + 111) / 2)
-    assert speed["ratio"] == pytest.approx(456 / 113.5)
+    assert speed["baseline_steps"] == pytest.approx((300_000 + 275_000) / 2)
+    assert speed["config_steps"] == pytest.approx((292_500 + 280_000) / 2)
+    assert speed["baseline_s"] == pytest.approx(287_500 / 50) and speed["config_s"] == pytest.approx(286_250 / 100)
+    assert speed["ratio"] == pytest.approx(5750 / 2862.5)
     # the spread over seeds of the last-100k mean: std(10, 20) = 7.07 vs std(12, 18) = 4.24, a 40% drop
     spread = out["spread"]["sync"]
     assert spread["baseline_std"] == pytest.approx(math.sqrt(50))
@@ -145,7 +147,7 @@ def test_learning_claims_say_what_is_missing(tmp_path):
     folder = tmp_path / "quick"
     folder.mkdir()
     _export(folder, "sync", 1, 1.0, 12.0)
-    out = seed_claims.learning_claims(seed_claims.Args(learning_results_dir=str(tmp_path)), single_env_sps=None)
+    out = seed_claims.learning_claims(seed_claims.Args(learning_results_dir=str(tmp_path)), {})
     assert out["runs"] == {"sync": [1]}
     assert out["speedup"] == {} and out["spread"] == {}
     assert "--num-envs 1" in out["baseline_command"]
@@ -264,8 +266,13 @@ def test_quick_run_end_to_end(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     rebuilt = json.loads((tmp_path / "out" / "seed_claims_t.json").read_text())
     assert rebuilt["configs"] == data["configs"] and rebuilt["finished"] == data["finished"]
-    assert rebuilt["learning"]["speedup"]["sync"]["ratio"] == pytest.approx(476 / 116)
+    # 120 x 2,500 steps at the baseline's measured SPS against 117 x 2,500 at the SPS of the "2 envs, sync" row
+    # (this run's --num-envs 2: the row that stands for the learning config `sync`)
+    sps = {"sync_1env": data["configs"][0]["steady_sps"], "sync": data["configs"][1]["steady_sps"]}
+    assert rebuilt["learning"]["sps"] == pytest.approx(sps)
+    ratio = (300_000 / sps["sync_1env"]) / (292_500 / sps["sync"])
+    assert rebuilt["learning"]["speedup"]["sync"]["ratio"] == pytest.approx(ratio)
     new_text = report.read_text()
     assert new_text.startswith(before) and new_text.count(SECTION_START) == 1
-    assert "min to a trailing mean of 10.0 = 4.1x" in new_text
+    assert f"min to a trailing mean of 10.0 = {ratio:.1f}x" in new_text
     assert f"| 1 env, sync | {base['sps']:,.0f} | {base['steady_sps']:,.0f} |" in new_text
