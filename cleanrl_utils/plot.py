@@ -252,8 +252,8 @@ def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
         ax.set_visible(False)
     for i, env_id in enumerate(env_ids):
         row, col = 2 * (i // ncols), i % ncols
-        for ax, x, label in ((axes[row, col], "steps", "global step"),
-                             (axes[row + 1, col], "times", "wall-clock time (s)")):
+        for ax, x, axis_label in ((axes[row, col], "steps", "global step"),
+                                  (axes[row + 1, col], "times", "wall-clock time (s)")):
             ax.set_visible(True)
             for label in labels:
                 runs = groups.get((env_id, label))
@@ -263,12 +263,15 @@ def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
                 ax.plot(grid, mean, color=colors[label], label=label, marker="o" if len(grid) == 1 else None)
                 ax.fill_between(grid, mean - std, mean + std, color=colors[label], alpha=0.2, linewidth=0)
             ax.set_title(env_id)
-            ax.set_xlabel(label)
+            ax.set_xlabel(axis_label)
             ax.set_ylabel("episodic return")
             ax.grid(alpha=0.3)
     handles = [plt.Line2D([], [], color=colors[label], label=label) for label in labels]
-    fig.legend(handles=handles, loc="upper center", ncol=min(len(labels), 5), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
+    # as many legend columns as the figure's width holds (about 2 per panel), in as many rows as that takes
+    legend_cols = max(1, min(len(labels), 2 * ncols))
+    legend_rows = -(-len(labels) // legend_cols)
+    fig.legend(handles=handles, loc="upper center", ncol=legend_cols, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 * legend_rows / fig.get_figheight()))
     return fig
 
 

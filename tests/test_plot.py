@@ -129,3 +129,27 @@ def test_runs_are_grouped_by_configuration_not_by_env_id(tmp_path):
     assert set(rows) == {("CartPole-v1", "ppo (vector_env=sync)"), ("CartPole-v1", "ppo (vector_env=async)")}
     assert rows[("CartPole-v1", "ppo (vector_env=sync)")][:2] == ["2", "25.00 ± 10.00"]  # seed means 15 and 35
     assert rows[("CartPole-v1", "ppo (vector_env=async)")][:2] == ["1", "60.00 ± 0.00"]
+
+
+def test_each_panel_is_labelled_by_its_axis_and_the_legend_names_every_configuration():
+    """The x labels are the axes' quantities (a loop variable once leaked the last config's name into them), and
+    every configuration's legend entry lies inside the figure (5 entries used to run off a 1-game figure)."""
+    from cleanrl_utils import plot
+
+    plt = plot.import_pyplot()
+    steps, times = np.arange(1, 41) * 100, np.arange(40, dtype=float)
+    names = ["ale", "envpool", "multigpu_2ranks", "sync", "sync_1env"]
+    groups = {("BreakoutNoFrameskip-v4", name): [plot.RunCurve("BreakoutNoFrameskip-v4", name, 1, "", steps,
+                                                               np.full(40, float(i)), times, 40.0)]
+              for i, name in enumerate(names)}
+    fig = plot.draw(groups, plot.Args(smoothing_window=5), plt)
+    fig.canvas.draw()
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_xlabel() for ax in visible] == ["global step", "wall-clock time (s)"]
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == names
+    box = legend.get_window_extent()
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
+    top_of_panels = max(ax.get_window_extent().y1 for ax in visible)
+    assert box.y0 >= top_of_panels - 1  # above the panels, not over them
+    plt.close(fig)
