@@ -268,7 +268,7 @@ def seed_noise(by_config: dict[str, list[Finished]], total: int) -> tuple[float,
 def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int) -> str:
     """Within seed noise of sync or not: the difference of the mean over seeds of `late_mean` against 2 standard
     errors of that difference, from the pooled seed-to-seed standard deviation (a two-sample t-test's footing;
-    with a few seeds the deviation itself is uncertain by a factor of about 2, so a verdict is coarse)."""
+    with a few seeds the deviation itself is very uncertain, so a verdict is coarse)."""
     if name == "sync":
         return "the reference"
     if name in BASELINES:
@@ -359,7 +359,8 @@ def report(args: Args) -> int:
         "Seeds are the unit: each run's mean return over its last 200k steps; a configuration is within seed noise "
         "of sync when the difference of the means over seeds is at most 2 standard errors, from the seed-to-seed "
         "standard deviation pooled over the configurations with 2 or more seeds (a two-sample t-test's footing; "
-        "with so few seeds that deviation is itself uncertain by a factor of about 2).",
+        "with so few seeds that deviation is itself very uncertain: its 95% interval spans 0.45x to 32x of the "
+        "estimate at 1 degree of freedom, 0.52x to 6.3x at 2, 0.57x to 3.7x at 3).",
         "",
         *verdicts,
         "",
