@@ -19,11 +19,8 @@
 #       --num-seeds 3 --workers 1 --slurm-template-path benchmark/slurm_gpu.template
 # then `python -m cleanrl_utils.plot --run-dirs runs/learning --output full_curves` for the curves and table.
 set -euo pipefail
+HELP_MODULE=cleanrl_utils.learning source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  python -m cleanrl_utils.learning --help
-  exit 0
-fi
 status=0
 python -m cleanrl_utils.learning run "$@" || status=$?
 python -m cleanrl_utils.learning report

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Learning curves and final-return tables of the sweeps of benchmark/ppo.sh and benchmark/ppo_multigpu.sh, read
-# from the TensorBoard logs in runs/ (needs `pip install -e .[plot]`): docs/ppo_classic_control.{png,svg,md} and
+# from the TensorBoard logs in runs/ (needs `pip install -e '.[plot]'`): docs/ppo_classic_control.{png,svg,md} and
 # docs/ppo_atari.{png,svg,md} (ppo_atari.py and ppo_atari_multigpu.py overlaid per game). A sweep with no runs in
 # runs/ yet is skipped. Takes seconds to a minute on any CPU (reading the event files dominates).
 # Extra flags go to cleanrl_utils/plot.py, e.g. `bash benchmark/plot_ppo.sh --formats png`.
 set -euo pipefail
+HELP_MODULE=cleanrl_utils.plot source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 mkdir -p docs
 

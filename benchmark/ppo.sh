@@ -12,6 +12,7 @@
 # Extra flags go to both sweeps: `bash benchmark/ppo.sh --workers 0` only prints the 18 commands, and
 # `--slurm-template-path benchmark/slurm_gpu.template` sends them to Slurm as job arrays instead.
 set -euo pipefail
+HELP_MODULE=cleanrl_utils.benchmark source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
 python -m cleanrl_utils.benchmark \

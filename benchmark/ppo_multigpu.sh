@@ -11,6 +11,7 @@
 #       --slurm-template-path benchmark/slurm_multinode.template --slurm-nodes 2 --slurm-gpus-per-task 8
 # Extra flags go to the sweep (e.g. `--workers 0` only prints the commands).
 set -euo pipefail
+HELP_MODULE=cleanrl_utils.benchmark source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
 python -m cleanrl_utils.benchmark \

@@ -9,6 +9,7 @@
 # longer); runs unchanged on a GPU machine (the network then runs on cuda).
 # Extra flags go to the module, e.g. `bash benchmark/throughput.sh --tag mybox --no-compile --seconds 5`.
 set -euo pipefail
+HELP_MODULE=cleanrl_utils.throughput source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
 python -m cleanrl_utils.throughput "$@"

@@ -1,6 +1,7 @@
 """What a long training run shows while it runs, and where its time goes.
 
-On a terminal: a tqdm bar with steps, SPS, the mean return of the last games and the ETA. Elsewhere (a Slurm log,
+On a terminal: a tqdm bar with steps, SPS, the mean return of the last games and the ETA (the script's own SPS and
+ETA, the same figures as in the lines below; tqdm's own rate and remaining time are left out). Elsewhere (a Slurm log,
 `nohup`, `| tee`), where a redrawn bar would be noise: one compact line after the first iteration, then after the
 first iteration that ends `interval` seconds or more after the last line (every iteration with `interval=0`), and
 at the end: a cluster log is never silent for long.
@@ -16,6 +17,8 @@ from typing import Callable, Iterator, Optional, TextIO
 from tqdm import tqdm
 
 LINE_INTERVAL = 30.0
+# tqdm's default without its rate and remaining time: "45%|####     | 4500/10000 [00:12, SPS=..., ret=..., ETA=...]"
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
 
 def format_duration(seconds: float) -> str:
@@ -44,7 +47,7 @@ class Progress:
         on_terminal = bar and out.isatty()
         self.lines = enabled and not on_terminal
         self.bar = tqdm(total=total, initial=initial, unit="step", disable=not (enabled and on_terminal),
-                        dynamic_ncols=True, file=out)  # fmt: skip
+                        dynamic_ncols=True, file=out, bar_format=BAR_FORMAT)  # fmt: skip
 
     def eta(self) -> Optional[float]:
         """Seconds left at the rate of this process so far (None before the first step)."""
@@ -57,7 +60,7 @@ class Progress:
         eta = self.eta()
         eta_text = "-" if eta is None else format_duration(eta)
         self.bar.update(steps)
-        self.bar.set_postfix(SPS=sps, ret=ret, ETA=eta_text)
+        self.bar.set_postfix({"SPS": sps, "ret": ret, "ETA": eta_text})  # in this order (kwargs are sorted)
         now = self.clock()
         if self.lines and (self.first or now - self.last_line >= self.interval or self.steps >= self.total):
             percent = 100 * self.steps / max(self.total, 1)

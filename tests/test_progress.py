@@ -80,3 +80,20 @@ def test_phase_timer_splits_iterations_and_sums_the_run(monkeypatch):
     assert timer.lap() == {"learn": 3.0} and timer.lap() == {}
     assert timer.total == {"env": 2.5, "learn": 3.0}
     assert timer.summary(100, 10.0) == "perf: steps=100 seconds=10.00 steps_per_second=10.0 env=2.50 learn=3.00"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bar_shows_one_rate_and_one_eta():
+    out, clock = Terminal(), Clock()
+    progress = Progress(1000, out=out, clock=clock)
+    clock.now += 10
+    progress.update(100, sps=10, recent_returns=[2.0])
+    progress.close()
+    last = out.getvalue().strip().split("\r")[-1]
+    assert last.endswith("100/1000 [00:00, SPS=10, ret=2.0, ETA=0:01:30]"), last
+    assert "/s" not in out.getvalue() and "<" not in out.getvalue()  # not tqdm's rate and remaining time as well
+    assert "global_step=" not in out.getvalue()  # the bar instead of lines
