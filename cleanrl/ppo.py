@@ -29,7 +29,7 @@ from cleanrl_utils.checks import (
     check_box_observations,
     check_can_record_video,
     check_discrete_actions,
-    check_env_id,
+    check_not_atari_env_id,
     check_positive,
     fail,
     make_probe_env,
@@ -48,9 +48,9 @@ class Args:
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
-    """if toggled, cuda will be enabled by default (when available)"""
+    """if toggled, cuda will be enabled by default (when available; else it runs on CPU and says so)"""
     track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases (needs `pip install -e .[track]`)"""
+    """if toggled, this experiment will be tracked with Weights and Biases (needs `pip install -e '.[track]'`)"""
     wandb_project_name: str = "cleanRL"
     """the wandb's project name"""
     wandb_entity: str | None = None
@@ -62,7 +62,7 @@ class Args:
     runs_dir: str = "runs"
     """the directory under which each run writes its TensorBoard logs (and saved model)"""
     progress_bar: bool = True
-    """show a progress bar (steps, SPS, recent return); always off when stdout is not a terminal"""
+    """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
     vector_env: Literal["sync", "async"] = "sync"
     """`sync`: all envs step in this process; `async`: one process per env (shared memory)"""
 
@@ -70,7 +70,7 @@ class Args:
     env_id: str = "CartPole-v1"
     """the id of the environment"""
     total_timesteps: Count = 500000
-    """total timesteps of the experiments (5e5 works too)"""
+    """total timesteps of the experiments (5e5 works too; rounded down to a multiple of num_envs * num_steps)"""
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
     num_envs: int = 4
@@ -216,7 +216,7 @@ if __name__ == "__main__":
         learning_rate=args.learning_rate,
     )
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
-    check_env_id(args.env_id)
+    check_not_atari_env_id(args.env_id)  # before the probe env: an Atari game's pixels would pass as a Box
     probe_env = make_probe_env(args.env_id)
     check_box_observations(probe_env.observation_space, args.env_id)
     check_discrete_actions(probe_env.action_space, args.env_id)
@@ -234,6 +234,23 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
+    cuda = args.cuda and torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    device_text = f"cuda ({torch.cuda.get_device_name(device)})" if cuda else "cpu"
+    if args.cuda and not cuda:
+        device_text += " (no CUDA device found: runs on CPU)"
+    iterations = f"{args.num_iterations} iteration{'s' if args.num_iterations != 1 else ''}"
+    print(
+        f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
+        f"{args.minibatch_size}, {iterations}, device {device_text}, logs in {run_dir}",
+        flush=True,
+    )
+    if args.num_iterations * args.batch_size != args.total_timesteps:
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+            f"runs {args.num_iterations * args.batch_size} steps",
+            flush=True,
+        )
 
     # ---- setup: logging, seeding, envs, agent ----
     if args.track:
@@ -257,8 +274,6 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-
     with interrupts_ignored():  # async env workers ignore Ctrl-C: this process stops them when it stops
         envs = make_vector_env(args, run_name)
 
@@ -280,8 +295,8 @@ if __name__ == "__main__":
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = torch.zeros(args.num_envs).to(device)
     recent_returns = deque(maxlen=20)
-    # a bar on a terminal, else one line per iteration (CleanRL prints SPS every iteration)
-    progress = Progress(args.num_iterations * args.batch_size, bar=args.progress_bar, interval=0)
+    # a bar on a terminal, else a progress line after the first iteration, then every 30 s and at the end
+    progress = Progress(args.num_iterations * args.batch_size, bar=args.progress_bar)
 
     signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
     interrupted = False

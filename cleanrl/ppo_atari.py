@@ -53,7 +53,7 @@ class Args:
     cuda: bool = True
     """if toggled, cuda will be enabled by default"""
     track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases (`pip install -e .[track]`)"""
+    """if toggled, this experiment will be tracked with Weights and Biases (`pip install -e '.[track]'`)"""
     wandb_project_name: str = "cleanRL"
     """the wandb's project name"""
     wandb_entity: Optional[str] = None
@@ -65,8 +65,7 @@ class Args:
     runs_dir: str = "runs"
     """the folder of the TensorBoard logs, checkpoints and saved models"""
     run_name: Optional[str] = None
-    """the run's folder name under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); give it to resume
-    a known run, e.g. from a cluster job that may be requeued"""
+    """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: int = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
     resume: bool = False
@@ -78,8 +77,7 @@ class Args:
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of the environment"""
     vector_env: VectorEnvBackend = "sync"
-    """the vector env: `sync` / `async` (Python wrappers, in this process / one process per env), `ale` (ale-py's
-    C++ threads) or `envpool` (pip install -e '.[envpool]'); same semantics for all (cleanrl_utils/vector_envs.py)"""
+    """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
     overlap: bool = False
     """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0

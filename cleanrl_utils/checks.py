@@ -23,12 +23,24 @@ def check_env_id(env_id: str) -> None:
     fail(f"unknown environment id {env_id!r}{hint}")
 
 
+def is_atari(env_id: str) -> bool:
+    """Whether a registered env id is an ALE (Atari) game."""
+    entry_point = gym.registry[env_id].entry_point
+    return isinstance(entry_point, str) and entry_point.startswith("ale_py")
+
+
 def check_atari_env_id(env_id: str) -> None:
     """The env id must name an ALE (Atari) game, e.g. ``BreakoutNoFrameskip-v4`` or ``ALE/Breakout-v5``."""
     check_env_id(env_id)
-    entry_point = gym.registry[env_id].entry_point
-    if not (isinstance(entry_point, str) and entry_point.startswith("ale_py")):
+    if not is_atari(env_id):
         fail(f"{env_id!r} is not an Atari game; use an ALE id such as BreakoutNoFrameskip-v4 (or cleanrl/ppo.py)")
+
+
+def check_not_atari_env_id(env_id: str) -> None:
+    """The env id must be registered and not an Atari game (whose pixels the classic-control MLP cannot read)."""
+    check_env_id(env_id)
+    if is_atari(env_id):
+        fail(f"{env_id!r} is an Atari game; use cleanrl/ppo_atari.py (this script takes ids such as CartPole-v1)")
 
 
 def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int) -> None:

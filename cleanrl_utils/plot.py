@@ -1,4 +1,4 @@
-"""Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e .[plot]`).
+"""Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e '.[plot]'`).
 
 Run directories are named `{env_id}__{exp_name}__{seed}__{timestamp}` (env ids with a slash, such as
 `ALE/Breakout-v5`, put the run one folder deeper). Runs are grouped by configuration: env id, script (exp_name)
@@ -232,7 +232,7 @@ def import_pyplot():
     try:
         import matplotlib
     except ImportError:
-        fail("plotting needs matplotlib, which is not installed: pip install -e .[plot]")
+        fail("plotting needs matplotlib, which is not installed: pip install -e '.[plot]'")
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 

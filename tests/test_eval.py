@@ -13,8 +13,12 @@ import torch
 import torch.nn as nn
 from helpers import REPO_ROOT
 
+import gymnasium as gym
+from helpers import load_script
+
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.evals.ppo_eval import evaluate
+from cleanrl_utils.checkpoint import rng_state, save_checkpoint
+from cleanrl_utils.evals.ppo_eval import evaluate, pick_device
 
 LEFT = 3  # Breakout's actions: NOOP, FIRE, RIGHT, LEFT
 
@@ -77,6 +81,73 @@ def test_greedy_needs_the_logits_of_the_users_model(tmp_path):
     env.close()
     with pytest.raises(SystemExit, match="^error: --greedy needs the model's logits"):
         evaluate(str(path), eval_episodes=1, greedy=True, Model=TinyAgent)
+
+
+# ---------------------------------------------------------------- the model kinds: classic control, checkpoint.pt
+
+PUSH_LEFT = 0  # CartPole's actions: push left, push right
+
+
+def test_a_classic_control_model_is_evaluated_on_its_env(tmp_path):
+    """A `cleanrl/ppo.py --save-model` file: ppo.py's Agent on plain CartPole, episodes as played by hand."""
+    ppo = load_script("cleanrl/ppo.py", "ppo_for_eval")
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")])
+    agent = ppo.Agent(envs)
+    envs.close()
+    with torch.no_grad():
+        agent.actor[-1].bias[PUSH_LEFT] = 50.0  # always pushes left (a fresh Agent picks at random)
+    path = tmp_path / "ppo.cleanrl_model"
+    torch.save({"model": agent.state_dict(), "env_id": "CartPole-v1", "exp_name": "ppo"}, path)
+
+    env = gym.make("CartPole-v1")
+    by_hand = []
+    env.reset(seed=3)
+    for _ in range(2):
+        steps, done = 0, False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(PUSH_LEFT)
+            steps, done = steps + 1, terminated or truncated
+        by_hand.append(float(steps))  # CartPole pays 1 per step
+        env.reset()
+    env.close()
+    assert evaluate(str(path), eval_episodes=2, seed=3) == by_hand
+    assert evaluate(str(path), eval_episodes=2, seed=3, greedy=True) == by_hand  # logits from actor(obs)
+    assert all(steps < 50 for steps in by_hand)  # not a full 500-step episode: the policy really steered
+
+
+def test_a_runs_checkpoint_is_evaluated_like_a_saved_model(tmp_path, capsys):
+    """The `checkpoint.pt` an Atari run writes without --save-model (model, optimizer, RNG states, ...)."""
+    ppo_atari = load_script("cleanrl/ppo_atari.py", "ppo_atari_for_eval")
+    env = make_atari_env("BreakoutNoFrameskip-v4")
+    env.single_action_space, env.single_observation_space = env.action_space, env.observation_space
+    agent = ppo_atari.Agent(env)
+    env.close()
+    optimizer = torch.optim.Adam(agent.parameters())
+    args = ppo_atari.Args(batch_size=1024, num_iterations=2)
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(str(path), agent, optimizer, args, 1, 1024, [rng_state(torch.device("cpu"))], [])
+    torch.save({"model": agent.state_dict(), "env_id": args.env_id}, tmp_path / "same.cleanrl_model")
+    from_checkpoint = evaluate(str(path), eval_episodes=1, seed=2)
+    assert len(from_checkpoint) == 1
+    assert from_checkpoint == evaluate(str(tmp_path / "same.cleanrl_model"), eval_episodes=1, seed=2)
+
+
+def test_a_missing_or_foreign_file_is_one_line_naming_both_kinds(tmp_path):
+    with pytest.raises(SystemExit, match=r"^error: no model file .*--save-model or a run's checkpoint\.pt$"):
+        evaluate(str(tmp_path / "missing.cleanrl_model"))
+    torch.save({"weights": {}}, tmp_path / "foreign.pt")
+    with pytest.raises(SystemExit, match=r"^error: .* holds no model; .*checkpoint\.pt$"):
+        evaluate(str(tmp_path / "foreign.pt"))
+
+
+def test_cuda_flag_falls_back_to_cpu_with_a_note(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pick_device(True) == torch.device("cpu")
+    assert capsys.readouterr().out == "note: no CUDA device found; evaluating on CPU (--no-cuda skips this note)\n"
+    assert pick_device(False) == torch.device("cpu") and capsys.readouterr().out == ""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device(True) == torch.device("cuda") and capsys.readouterr().out == ""
+    assert pick_device(False) == torch.device("cpu")
 
 
 # ---------------------------------------------------------------- OpenMP thread policy of the entry points

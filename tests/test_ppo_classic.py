@@ -177,7 +177,8 @@ def short_runs(second_core, tmp_path_factory):
     return {
         "first": second_core.submit(short_run, tmp_path, "first", "--seed", "1", "--save-model"),
         "again": second_core.submit(short_run, tmp_path, "again", "--seed", "1"),
-        "other": second_core.submit(short_run, tmp_path, "other", "--seed", "2"),
+        # 600 steps do not fill whole batches of 128: it runs 512 and says so
+        "other": second_core.submit(short_run, tmp_path, "other", "--seed", "2", "--no-cuda", "--total-timesteps", "600"),
     }
 
 
@@ -194,8 +195,28 @@ def test_same_seed_logs_identical_losses(short_runs):
 @pytest.mark.slow
 def test_no_progress_bar_when_stdout_is_not_a_terminal(short_runs):
     _, result = short_runs["again"].result()
-    assert "recent_return=" not in result.stdout + result.stderr and "\r" not in result.stdout + result.stderr
-    assert result.stdout.count("global_step=") == 4  # one plain line per iteration instead
+    assert "SPS=" not in result.stdout + result.stderr and "\r" not in result.stdout + result.stderr
+    # plain lines instead, as the Atari scripts print them: after the first iteration, then every 30 s, at the end
+    progress = [line for line in result.stdout.splitlines() if line.startswith("global_step=")]
+    assert progress[0].startswith("global_step=128/512 (25%), SPS: ") and progress[-1].startswith("global_step=512/512")
+    assert len(progress) < 4  # not one per iteration (the 4 iterations take far less than 30 s)
+
+
+@pytest.mark.slow
+def test_first_line_names_the_run_the_device_and_the_sizes(short_runs):
+    run, result = short_runs["again"].result()
+    first = result.stdout.splitlines()[0]
+    device = "cpu (no CUDA device found: runs on CPU)" if not torch.cuda.is_available() else "cuda ("
+    assert first.startswith(
+        f"run {run.name}: 2 envs (sync), batch 128, minibatch 32, 4 iterations, device {device}"
+    ), first
+    assert first.endswith(f"logs in {run}") or "cuda (" in first, first
+    assert "note:" not in result.stdout  # 512 steps are 4 whole batches
+    _, other = short_runs["other"].result()  # --no-cuda: the plain device name
+    assert ", device cpu, logs in " in other.stdout.splitlines()[0]
+    assert other.stdout.splitlines()[1] == (
+        "note: --total-timesteps 600 is not a multiple of the batch (128): runs 512 steps"
+    )
 
 
 @pytest.mark.slow
@@ -233,7 +254,8 @@ def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
         cwd=tmp_path, until="ret=", timeout=240, env=FAST,
     )
     assert returncode == 130, output[-2000:]
-    assert "SPS=" in output and "ret=" in output and "step" in output, output[-2000:]  # tqdm bar, postfix
+    assert "SPS=" in output and "ret=" in output and "ETA=" in output, output[-2000:]  # tqdm bar, postfix
+    assert "step/s" not in output, output[-2000:]  # one rate and one ETA: not tqdm's too
     assert "stopped at global step" in output and "Traceback" not in output, output[-2000:]
     run_dir = find_run_dir(tmp_path / "runs")
     assert (run_dir / "ppo.cleanrl_model").is_file()
@@ -244,6 +266,7 @@ def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
 
 BAD_INPUT = {
     "unknown env id": (["--env-id", "CartPol-v1"], "did you mean CartPole-v1"),
+    "an Atari game": (["--env-id", "BreakoutNoFrameskip-v4"], "is an Atari game; use cleanrl/ppo_atari.py"),
     "continuous actions": (["--env-id", "Pendulum-v1"], "Box action space"),
     "discrete observations": (["--env-id", "FrozenLake-v1"], "Discrete observation space"),
     "missing env package": (["--env-id", "LunarLander-v3"], "needs a package that is not installed"),
