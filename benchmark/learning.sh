@@ -5,8 +5,8 @@
 #   bash benchmark/learning.sh --only sync ale # a part: only these configs (each run ~25-55 min on 2 cores)
 #
 # quick: Breakout, 500k steps per run, CleanRL's hyperparameters: sync (seeds 1, 2), ale, envpool (seeds 1, 2),
-# ppo_atari_multigpu.py on 2 torchrun ranks (4 envs each, the same global batch), and the seed document's
-# single-env baseline (sync_1env, ~1 h more). About 5-6 hours of a 2-core machine in all. Stopping is safe
+# ppo_atari_multigpu.py on 2 torchrun ranks (4 envs each, the same global batch), and the single-env baseline of
+# the claims about parallel sampling (sync_1env). Hours of a CPU machine in all. Stopping is safe
 # (Ctrl-C, a scheduler's SIGTERM): a finished run is kept (exported to docs/results/quick/, commit it), a cut
 # run keeps its checkpoint under runs/learning/ and resumes from it when this script is started again; the
 # report is rebuilt from whatever has finished.

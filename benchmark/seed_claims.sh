@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The seed document's claims about parallel env sampling, measured on this machine (issue 10, part 3):
+# The claims of a write-up of CleanRL's parallel env sampling, measured on this machine:
 #   single-env single-process baseline vs 8 envs on each backend (SPS, CPU use of the whole process tree),
 #   an envs-per-core sweep on the fastest backend, 1 vs 2 torchrun ranks, the gradient all-reduce on gloo loopback
 #   at 2 and 4 ranks and a ring all-reduce model of multi-node efficiency from it, and the learning claims from the
 #   learning benchmark's exports (docs/results/quick/).
-# Writes the seed-claims section of docs/results.md (only that part), docs/results/seed_claims_<tag>.json and a PNG
+# Writes the claims section of docs/results.md (only that part), docs/results/seed_claims_<tag>.json and a PNG
 # (the `plot` extra: matplotlib).
 #
 #   bash benchmark/seed_claims.sh              # the measurement: 30 min on the idle 2-core VM (1,799 s, 2026-12-03)

@@ -67,7 +67,7 @@ PROFILES: dict[str, dict] = {
             Config("ale", tuple(SINGLE), ("--vector-env", "ale"), (1,)),
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2)),
             Config("multigpu_2ranks", tuple(TWO_RANKS), ("--vector-env", "sync", "--num-envs", "8"), (1,)),
-            # the seed document's baseline: one env in one process (its claims: cleanrl_utils/seed_claims.py)
+            # the parallel-sampling write-up's baseline: one env in one process (its claims: cleanrl_utils/seed_claims.py)
             Config("sync_1env", tuple(SINGLE), ("--vector-env", "sync", "--num-envs", "1"), (1,)),
         ],
     },
@@ -272,7 +272,7 @@ def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]
     if name == "sync":
         return "the reference"
     if name in BASELINES:
-        return "not a backend: the seed document's single-env baseline (another batch size; see its section)"
+        return "not a backend: the single-env baseline of the claims about parallel sampling (another batch size; see its section)"
     sync = by_config.get("sync", [])
     if not sync:
         return "no finished sync run to compare with"

@@ -1,4 +1,4 @@
-"""Measures the claims of the seed document (``../shared/seed/``) about parallel env sampling (issue 10, part 3).
+"""Measures the claims of a write-up of CleanRL's parallel env sampling (CPU use, SPS, time to a return, scaling).
 
     bash benchmark/seed_claims.sh            # the whole measurement (see the script for its length)
     bash benchmark/seed_claims.sh --quick    # a smoke run of 1-3 minutes: every step once, tiny; figures meaningless
@@ -9,7 +9,7 @@ On the real scripts (``cleanrl/ppo_atari.py``, ``cleanrl/ppo_atari_multigpu.py``
 1. SPS and the CPU use of the whole process tree (the script, its env processes, torchrun's ranks) of a
    single-env single-process baseline (``--num-envs 1 --vector-env sync``) and of the parallel configurations
    (8 envs on each backend);
-2. an envs-per-core sweep on the fastest backend (the seed: ``local_num_envs`` is best at 2-4x the cores);
+2. an envs-per-core sweep on the fastest backend (the write-up: ``local_num_envs`` is best at 2-4x the cores);
 3. 1 vs 2 torchrun ranks with the same envs in all;
 4. the gradient all-reduce: bytes of the Nature CNN's gradient and the time of one all-reduce of that many float32
    on gloo over loopback at 2 and 4 ranks, which, with the measured per-rank iteration time, feed a ring
@@ -597,7 +597,7 @@ def pct(x: Optional[float]) -> str:
 
 
 def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
-    """One entry per claim of the seed: claim, measurement, verdict."""
+    """One entry per claim of the write-up: claim, measurement, verdict."""
     m = results["machine"]
     where = f"{m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}, load average at start {m['load_average_at_start'][0]:.1f}"
     base = results["configs"][0]
@@ -740,27 +740,27 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
 
 
 def seed_errors(results: dict[str, Any]) -> list[str]:
-    """The seed's factual errors, each with the evidence from this run or this repository."""
+    """The write-up's factual errors, each with the evidence from this run or this repository."""
     from cleanrl_utils.submit_exp import INSTANCE_TYPES
 
     env = results["sync_env_only"]
     n = max(env, key=int)
     vcpus, _, gpus = INSTANCE_TYPES["c5.12xlarge"]
     return [
-        "`gym.vector.SyncVectorEnv` does not run envs in parallel (the seed: it makes the interaction \"from serial "
-        "parallel\" and spreads it over several CPU cores): its `step` loops over its envs one after the other in the "
+        "`gym.vector.SyncVectorEnv` does not run envs in parallel (the write-up: it turns serial interaction into "
+        "parallel and spreads it over several CPU cores): its `step` loops over its envs one after the other in the "
         "calling process and thread (gymnasium 1.x source); gymnasium's AsyncVectorEnv runs one process per env. "
         f"Measured here, env only: 1 env {env['1']['steps_per_second']:,.0f} agent steps/s on "
         f"{env['1']['cores_busy']:.2f} cores busy, {n} envs in one SyncVectorEnv {env[n]['steps_per_second']:,.0f} "
         f"steps/s on {env[n]['cores_busy']:.2f} cores ({env[n]['steps_per_second'] / env['1']['steps_per_second']:.2f}x "
         f"for {n}x the envs: what a larger batch saves is per-call overhead, on one core). Its batch helps the "
         "network's inference, not the emulators.",
-        "The seed's loop unpacks `obs, rewards, dones, infos = vector_env.step(...)` and `observations = "
+        "The write-up's loop unpacks `obs, rewards, dones, infos = vector_env.step(...)` and `observations = "
         "vector_env.reset()`: gymnasium 1.x returns five values from `step` (terminations and truncations apart) and "
         "`(obs, infos)` from `reset`.",
         f"Its cluster example submits `--instance-type c5.12xlarge` for \"4 nodes x 8 GPUs\": a c5.12xlarge has "
         f"{vcpus} vCPUs and {gpus} GPUs (cleanrl_utils/submit_exp.py's table).",
-        "\"Exponential\" speed-up (指数级提升): data-parallel sampling and training scale at best linearly in the "
+        "Its \"exponential\" speed-up: data-parallel sampling and training scale at best linearly in the "
         "workers, less the communication (see the model).",
     ]
 
@@ -777,7 +777,11 @@ def replace_section(text: str, body: str) -> str:
 def render(results: dict[str, Any], args: Args, json_name: str, png_name: Optional[str]) -> str:
     m = results["machine"]
     lines = [
-        "## The seed document's claims, measured",
+        "## Claims about parallel sampling, measured",
+        "",
+        "The claims come from a write-up of CleanRL's parallel sampling: what sampling many envs at once, in one "
+        "process or in several ranks, buys in CPU use, steps per second, time to a return and scaling over GPUs "
+        "and nodes. Each is measured here with the real scripts, then given a verdict.",
         "",
         f"Written by `bash benchmark/seed_claims.sh{' --quick' if args.quick else ''}` "
         f"({results['finished']}, {results['duration_s'] / 60:.0f} min). Machine: {m['cpu']}, {m['cores']} cores, "
@@ -802,7 +806,7 @@ def render(results: dict[str, Any], args: Args, json_name: str, png_name: Option
     lines += ["", "### Verdicts", ""]
     for c in results["claims"]:
         lines += [f"- **Claim:** {c['claim']}", f"  - Measurement: {c['measurement']}", f"  - Verdict: {c['verdict']}"]
-    lines += ["", "### Where the seed is wrong on facts", ""] + [f"- {e}" for e in results["seed_errors"]]
+    lines += ["", "### Where the write-up is wrong on facts", ""] + [f"- {e}" for e in results["seed_errors"]]
     lines += ["", "### The scaling model and what it assumes", "",
               "Ring all-reduce time = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency per gradient all-reduce, "
               f"{collectives_per_iteration(4, 4)[0]} per iteration (4 minibatches x 4 epochs) plus "
@@ -844,10 +848,10 @@ def plot(results: dict[str, Any], path: Path) -> bool:
     twin.axvline(85, color="tab:red", ls=":", lw=1)
     twin.axvline(30, color="tab:red", ls="--", lw=1)
     twin.set_xlim(0, 105)
-    twin.set_xlabel("CPU use of the process tree, % of cores (red; lines: the seed's 30% and 85%)")
+    twin.set_xlabel("CPU use of the process tree, % of cores (red; lines: the claimed 30% and 85%)")
     sweep = [r for r in results["sweep"]["rows"] if "error" not in r]
     ax2.plot([r["envs_per_core"] for r in sweep], [throughput.steady(r) for r in sweep], "o-")
-    ax2.axvspan(2, 4, color="tab:green", alpha=0.15, label="the seed's 2-4x")
+    ax2.axvspan(2, 4, color="tab:green", alpha=0.15, label="the claimed 2-4x")
     ax2.set_xscale("log", base=2)
     ax2.set_xticks([r["envs_per_core"] for r in sweep], [str(r["envs_per_core"]) for r in sweep])
     ax2.set_xlabel(f"envs per core ({results['sweep']['backend']}, {results['sweep']['cores']} cores)")
@@ -947,6 +951,7 @@ def report_only(args: Args, tag: str, results_dir: Path, report_path: Path) -> N
     for name in ("learning_results_dir", "learning_profile", "baseline_config", "report_only"):
         setattr(measured, name, getattr(args, name))
     results["learning"] = learning_claims(measured, idle_sps(results, measured))
+    results["seed_errors"] = seed_errors(results)  # the wording of this version
     publish(results, measured, results_dir, report_path)
 
 
