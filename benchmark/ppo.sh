@@ -3,7 +3,7 @@
 # each run's output to benchmark_logs/, a summary table at the end; plot with benchmark/plot_ppo.sh).
 #
 # 1. Classic control: cleanrl/ppo.py (500k steps) on CartPole-v1, Acrobot-v1, MountainCar-v0: 9 runs, 3 at a time,
-#    CPU only. ppo.py used 0.4 ms of CPU time per step (one thread, measured on this project's 2-core x86 VM), so a
+#    CPU only. ppo.py used 0.4 ms of CPU time per step (one thread, measured on a 2-core x86 machine), so a
 #    run is ~3.5 CPU-minutes plus a few seconds of start-up: ~15 min for the sweep on a machine with 3 free cores.
 # 2. Atari: cleanrl/ppo_atari.py (10M steps, 8 envs) on Pong, BeamRider and Breakout: 9 runs, one at a time on one
 #    GPU. Not measured here (no GPU): at ~1,000 steps/s on one GPU (an assumption) a run takes ~3 h and the sweep

@@ -7,7 +7,7 @@
 # Writes the claims section of docs/results.md (only that part), docs/results/seed_claims_<tag>.json and a PNG
 # (the `plot` extra: matplotlib).
 #
-#   bash benchmark/seed_claims.sh              # the measurement: 30 min on the idle 2-core VM (1,799 s, 2026-12-03)
+#   bash benchmark/seed_claims.sh              # the measurement: about 30 min on an idle 2-core machine
 #   bash benchmark/seed_claims.sh --quick      # smoke run, 1-3 minutes; its figures measure nothing (its report:
 #                                              # docs/results/seed_claims_<tag>_quick.md, results.md untouched)
 #   bash benchmark/seed_claims.sh --repeats 1 --iterations 10   # shorter (noisier)

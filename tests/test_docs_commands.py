@@ -207,3 +207,52 @@ def test_commands_run_as_written(tmp_path):
             output = Path(tmp_path, argv[argv.index("--output") + 1])
             assert output.with_suffix(".png").stat().st_size > 0
             assert (tmp_path / "docs") not in output.parents, "the plot example must not write into docs/"
+
+
+# ---------------------------------------------------------------- written for users
+
+USER_FACING = [*DOC_FILES, *sorted((REPO_ROOT / "benchmark").glob("*.sh"))]
+# notes on how the work went: issue numbers, paths of the machine it ran on, commits a command ran at
+INTERNAL = re.compile(r"\bissue #?[0-9]+|/work/|\bat [0-9a-f]{7}\b")
+
+
+def test_docs_hold_no_internal_notes():
+    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
+             for path in USER_FACING for number, line in enumerate(path.read_text().splitlines(), 1)
+             if INTERNAL.search(line)]
+    assert not found, "\n".join(found)
+    assert INTERNAL.search("the targets of issue 5") and INTERNAL.search("--runs-dir /work/x  # at a539522")
+
+
+def args_docstrings(script: Path) -> dict[str, str]:
+    """The help text of every field of the script's `Args`, as written (tyro shows the docstring under the field)."""
+    import ast
+
+    tree = ast.parse(script.read_text())
+    args = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "Args")
+    docs = {}
+    for field, doc in zip(args.body, args.body[1:]):
+        if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
+            docs[field.target.id] = doc.value.value
+    return docs
+
+
+def test_help_texts_have_no_stray_line_breaks_and_quote_the_extras():
+    scripts = [REPO_ROOT / "cleanrl" / name for name in ("ppo.py", "ppo_atari.py", "ppo_atari_multigpu.py")]
+    scripts.append(REPO_ROOT / "cleanrl_utils" / "evals" / "ppo_eval.py")
+    for script in scripts:
+        docs = args_docstrings(script)
+        assert "total_timesteps" in docs or "model_path" in docs
+        # tyro keeps the line break before an indented continuation line: the help would break mid-sentence
+        broken = {name: doc for name, doc in docs.items() if "\n" in doc}
+        assert not broken, f"{script.name}: {broken}"
+    # `pip install -e .[track]` unquoted is a glob in zsh ("no matches found"): every hint quotes the extra
+    sources = [*REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py"), *USER_FACING]
+    unquoted = [f"{path.relative_to(REPO_ROOT)}: {m.group(0)}" for path in sources
+                for m in re.finditer(r"pip install -e \.\[\w+\]", path.read_text())]
+    assert not unquoted, "\n".join(unquoted)
+
+
+def test_what_the_commands_write_is_ignored_by_git():
+    ignored = set((REPO_ROOT / ".gitignore").read_text().split())
+    assert {"runs/", "videos/", "plots/", "benchmark_logs/", "wandb/"} <= ignored
