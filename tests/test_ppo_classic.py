@@ -243,6 +243,18 @@ def test_save_model_writes_weights_that_load_into_the_agent(short_runs):
     envs.close()
 
 
+@pytest.mark.slow
+def test_the_saved_model_is_evaluated_by_the_eval_cli(short_runs, tmp_path):
+    model_path = short_runs["first"].result()[0] / "ppo.cleanrl_model"
+    result = run_script(
+        ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model_path), "--eval-episodes", "2", "--no-cuda"],
+        cwd=tmp_path, timeout=120, env=FAST,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("eval episode") == 2 and "2 episodes: mean return" in result.stdout, result.stdout
+    assert "note:" not in result.stdout  # --no-cuda: no note that CUDA is missing
+
+
 # ---------------------------------------------------------------- on a terminal, stopped with SIGTERM
 
 
