@@ -440,8 +440,7 @@ if __name__ == "__main__":
         envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
     exit_code = 0
     with rank_lifetime(info, close=[envs.close]) as close:  # on any exit: close, leave the group (distributed.py)
-        if info.launched:
-            init_distributed(backend, info, timedelta(seconds=args.dist_timeout))
+        init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
         agent = Agent(envs).to(device)
         if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
             agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
