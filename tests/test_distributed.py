@@ -226,22 +226,11 @@ def test_rank0s_decision_fails_loudly_on_rank0_only():
 def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path):
     """Under torchrun (no restarts), rank 1 killed mid-run: the survivor prints the one error line, nothing else
     prints one; torchrun's own report follows (docs/multigpu.md)."""
-    import psutil
-    import signal
-    from helpers import start_script, wait_for
-    from test_multigpu import ENV, QUIET, TINY, TINY_BATCH, torchrun
+    from test_multigpu import QUIET, TINY, TINY_BATCH, kill_rank1_after_checkpoint_3, torchrun
 
     log = tmp_path / "torchrun.log"
     cmd = torchrun(2) + TINY + QUIET + ["--total-timesteps", str(1000 * TINY_BATCH), "--checkpoint-interval", "3"]
-    proc = start_script(cmd, tmp_path, log, env=ENV)
-    try:
-        wait_for(log, "checkpoint: iteration 3,", proc, timeout=300)
-        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
-        workers[0].send_signal(signal.SIGKILL)
-        code = proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code = kill_rank1_after_checkpoint_3(cmd, tmp_path, log)
     output = log.read_text()
     errors = [line for line in output.splitlines() if line.startswith("error: ")]
     assert code != 0

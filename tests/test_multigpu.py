@@ -152,6 +152,20 @@ def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
 # ---------------------------------------------------------------- recovery
 
 
+def kill_rank1_after_checkpoint_3(cmd: list[str], tmp_path: Path, log: Path) -> int:
+    """Start the torchrun command `cmd`, SIGKILL its rank 1 once iteration 3 is checkpointed; torchrun's exit code."""
+    proc = start_script(cmd, tmp_path, log, env=ENV)
+    try:
+        wait_for(log, "checkpoint: iteration 3,", proc, timeout=300)
+        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
+        assert len(workers) == 1
+        workers[0].send_signal(signal.SIGKILL)
+        return proc.wait(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.torchrun
 @pytest.mark.slow
 def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path):
@@ -159,16 +173,7 @@ def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path
     log = tmp_path / "torchrun.log"
     cmd = torchrun(2, "--max-restarts=1") + TINY + QUIET
     cmd += ["--total-timesteps", str(iterations * TINY_BATCH), "--checkpoint-interval", "3"]
-    proc = start_script(cmd, tmp_path, log, env=ENV)
-    try:
-        wait_for(log, "checkpoint: iteration 3,", proc, timeout=300)
-        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
-        assert len(workers) == 1
-        workers[0].send_signal(signal.SIGKILL)
-        code = proc.wait(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code = kill_rank1_after_checkpoint_3(cmd, tmp_path, log)
     output = log.read_text()
     assert code == 0, output[-4000:]
     resumed = re.search(r"resuming from iteration (\d+) \(global step (\d+)\) \(torchrun restart 1\)", output)
