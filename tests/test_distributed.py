@@ -237,3 +237,22 @@ def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path)
     assert len(errors) == 1 and errors[0].startswith("error: rank 0: lost contact with the other ranks"), output
     assert "Resume with --resume" in errors[0]
     assert "Root Cause" in output and "Signal 9 (SIGKILL) received by PID" in output  # torchrun's report
+
+
+@pytest.mark.gpu
+@pytest.mark.torchrun
+@pytest.mark.slow
+@pytest.mark.parametrize("ranks, backend", [(1, "nccl"), (2, "gloo")])
+def test_ranks_on_one_gpu_train_on_cuda(tmp_path, gpu_env, ranks, backend):
+    """On a machine with a GPU: 1 rank on nccl, and 2 ranks sharing GPU 0 on gloo with CUDA tensors."""
+    from test_multigpu import QUIET, TINY, torchrun
+
+    cmd = [str(REPO_ROOT / a) if a.endswith(".py") else a for a in torchrun(ranks)]
+    cmd += TINY + QUIET + ["--total-timesteps", "128", "--cuda"]
+    result = subprocess.run([sys.executable, *cmd], cwd=tmp_path, env=dict(gpu_env, PYTHONPATH=str(REPO_ROOT)),
+                            capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    assert f"world size {ranks} ({backend}, cuda)" in output
+    if ranks == 2:
+        assert "note: local ranks 0, 1 share cuda:0" in output and "parameters identical on all 2 ranks" in output
