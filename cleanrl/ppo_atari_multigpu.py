@@ -84,7 +84,7 @@ class Args:
     backend: Optional[Literal["gloo", "nccl", "mpi"]] = None
     """torch.distributed backend (default: nccl when each rank has a CUDA device of its own, else gloo)"""
     device_ids: Optional[list[int]] = None
-    """the CUDA device of each local rank of a node, e.g. `0 0 1 1` (2 ranks per GPU: gloo); default: local rank % GPUs"""
+    """CUDA device of each local rank of a node, e.g. `0 0 1 1` (2 ranks per GPU: gloo); default: local rank % GPUs"""
     dist_timeout: float = 600.0
     """seconds a rank waits for the others (joining the group, each collective) before it gives up with an error"""
 

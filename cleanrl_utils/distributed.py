@@ -182,7 +182,8 @@ def restart_count() -> int:
 
 def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: torch.device) -> None:
     """Make `device` current (after the env worker processes have started: they hold no CUDA context) and, on a
-    launched rank, join the process group (a one-line error if it does not form); under torchrun, with keys of this restart attempt only.
+    launched rank, join the process group (a one-line error if it does not form); under torchrun, with keys of
+    this restart attempt only.
 
     nccl: the group is formed at once on `device` (`device_id`), so that its errors show here; and a collective
     that fails (a peer died, or --dist-timeout passed) raises in Python, as on gloo, instead of the watchdog

@@ -91,7 +91,8 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> N
         if text in path.read_text(errors="replace"):
             return
         if proc.poll() is not None:
-            raise StepFailed(f"the run ended ({proc.returncode}) before printing {text!r}: {last_line(path.read_text())}")
+            why = last_line(path.read_text())
+            raise StepFailed(f"the run ended ({proc.returncode}) before printing {text!r}: {why}")
         time.sleep(0.2)
     raise StepFailed(f"{text!r} not printed within {timeout:.0f} s")
 
@@ -159,7 +160,8 @@ class Check:
         """Arguments of a script run (after the interpreter or torchrun)."""
         s = self.sizes
         num_envs, num_steps = num_envs or s.num_envs, num_steps or s.num_steps
-        return [str(REPO / script), "--env-id", self.args.env_id, "--num-envs", str(num_envs), "--num-steps", str(num_steps),
+        return [str(REPO / script), "--env-id", self.args.env_id, "--num-envs", str(num_envs),
+                "--num-steps", str(num_steps),
                 "--num-minibatches", str(s.num_minibatches), "--update-epochs", str(s.update_epochs),
                 "--total-timesteps", str(iterations * num_envs * num_steps), "--no-progress-bar",
                 "--runs-dir", str(self.workdir / runs), *extra]

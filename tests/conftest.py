@@ -15,7 +15,8 @@ import pytest
 VISIBLE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")  # as the user set it (None: not set)
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
-from slurm_cluster import slurm_cluster  # noqa: E402, F401  (two-node Slurm cluster fixture, see tests/slurm_cluster.py)
+# the two-node Slurm cluster fixture (tests/slurm_cluster.py)
+from slurm_cluster import slurm_cluster  # noqa: E402, F401
 
 
 def machine_env() -> dict[str, str]:

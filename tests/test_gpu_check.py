@@ -49,7 +49,8 @@ def test_a_missing_wheel_folder_is_a_one_line_error(tmp_path):
 
 
 def test_the_reason_of_a_failed_step_is_its_error_line_not_a_box_frame():
-    tyro_error = "╭─ Unrecognized options ─╮\n│ Unrecognized options: --cuda │\n│ For help: --help │\n╰────╯\n"
+    tyro_error = "╭─ Unrecognized options ─╮\n│ Unrecognized options: --cuda │\n"
+    tyro_error += "│ For help: --help │\n╰────╯\n"
     assert gpu_check.last_line(tyro_error) == "Unrecognized options: --cuda"
     assert gpu_check.last_line("a\nb\n\n") == "b" and gpu_check.last_line("") == "no output"
 
