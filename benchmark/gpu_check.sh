@@ -11,7 +11,7 @@
 # --wheels FOLDER: first install the project (torch as installed) from the wheels of benchmark/gpu_wheels.sh, for
 # a machine without a package registry. Exit status 0 when every step passed.
 set -euo pipefail
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     python -m cleanrl_utils.gpu_check --help 2>/dev/null | sed -n '/options/,$p' || true
     exit 0

@@ -10,7 +10,7 @@
 # envpool is downloaded apart: where it has no wheel for the target Python, the check's envpool runs fail and the
 # rest is unaffected.
 set -euo pipefail
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
