@@ -80,9 +80,9 @@ class Args:
 
     # Distributed
     backend: Optional[Literal["gloo", "nccl", "mpi"]] = None
-    """torch.distributed backend (default: nccl when this rank has a CUDA device, else gloo)"""
+    """torch.distributed backend (default: nccl when each rank has a CUDA device of its own, else gloo)"""
     device_ids: Optional[list[int]] = None
-    """the CUDA device of each local rank of a node, e.g. `0 0 1 1` (2 ranks per GPU); default: local rank % GPUs"""
+    """CUDA device of each local rank of a node, e.g. `0 0 1 1` (2 ranks per GPU: gloo); default: local rank % GPUs"""
     dist_timeout: float = 600.0
     """seconds a rank waits for the others (joining the group, each collective) before it gives up with an error"""
 
@@ -437,8 +437,7 @@ if __name__ == "__main__":
         envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
     exit_code = 0
     with rank_lifetime(info, close=[envs.close]) as close:  # on any exit: close, leave the group (distributed.py)
-        if info.launched:
-            init_distributed(backend, info, timedelta(seconds=args.dist_timeout))
+        init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
         agent = Agent(envs).to(device)
         if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
             agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)

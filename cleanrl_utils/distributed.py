@@ -19,6 +19,7 @@ import psutil
 import torch
 import torch.distributed as dist
 
+from cleanrl_utils import runs
 from cleanrl_utils.runs import check_positive, fail
 
 DEFAULT_LOCAL_NUM_ENVS = 8
@@ -34,23 +35,33 @@ class DistInfo:
     local_world_size: int = 1
     launched: bool = False
     """started by torchrun or mpirun (a process group is formed, even of size 1)"""
+    launcher: str = ""
+    """"torchrun" or "mpirun" (also MPICH's / Intel MPI's launchers); "" when not launched"""
 
 
 def read_dist_env() -> DistInfo:
+    """Where this process sits in the job. On a launched rank that is not the first of its node, the one-line errors
+    of the checks before the process group forms are left to the node's first rank, which finds the same (every rank
+    of a node checks the same arguments on the same machine): this rank then exits with status 1 without a word, so
+    that a bad input gives one error line per node instead of one per rank."""
     env = os.environ
-    for rank, size, local_rank, local_size in (
-        ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),  # torchrun
-        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MPICH / Intel MPI
-    ):
+    for launcher, (rank, size, local_rank, local_size) in (
+        ("torchrun", ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")),
+        ("mpirun", ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                    "OMPI_COMM_WORLD_LOCAL_SIZE")),
+        ("mpirun", ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")),  # MPICH / Intel MPI
+    ):  # fmt: skip
         if size in env:
-            return DistInfo(
+            info = DistInfo(
                 rank=int(env.get(rank, "0")),
                 world_size=int(env[size]),
                 local_rank=int(env.get(local_rank, "0")),
                 local_world_size=int(env.get(local_size, env[size])),
                 launched=True,
+                launcher=launcher,
             )
+            runs.QUIET_ERRORS = info.local_rank != 0
+            return info
     return DistInfo()
 
 
@@ -104,7 +115,13 @@ def resolve_sizes(args, world_size: int) -> None:
 
 def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
     """This rank's device and the backend (from args.cuda, args.backend, args.device_ids); fails (on every rank,
-    before any communication) on impossible choices."""
+    before any communication) on impossible choices. Makes no device current (the script does that once its env
+    worker processes have started: see init_distributed).
+
+    nccl refuses two ranks of one job on one GPU; where local ranks share a GPU (more ranks than GPUs, or a device id
+    given twice in --device-ids) the default backend is gloo, which takes CUDA tensors too (its all-reduce goes
+    through host memory), and an explicit `--backend nccl` is an error. The choice follows from the node's GPUs:
+    give every node the same number of GPUs and ranks, so that all ranks choose the same backend."""
     has_cuda = args.cuda and torch.cuda.is_available()
     backend = args.backend or ("nccl" if has_cuda else "gloo")
     if backend == "nccl" and not has_cuda:
@@ -123,11 +140,39 @@ def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
         bad = [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]
         if bad:
             fail(f"--device-ids {bad} do not exist: this machine has {torch.cuda.device_count()} CUDA devices")
+    check_rendezvous(backend, info)
     if not has_cuda:
         return torch.device("cpu"), backend
-    index = args.device_ids[info.local_rank] if args.device_ids else info.local_rank % torch.cuda.device_count()
-    torch.cuda.set_device(index)
-    return torch.device("cuda", index), backend
+    count = torch.cuda.device_count()
+    ids = args.device_ids or [local_rank % count for local_rank in range(info.local_world_size)]
+    shared = sorted({index for index in ids if ids.count(index) > 1})
+    if shared and backend == "nccl":
+        ranks = [local_rank for local_rank, index in enumerate(ids) if index == shared[0]]
+        where = f"local ranks {', '.join(map(str, ranks))} share cuda:{shared[0]}"
+        if args.backend == "nccl":
+            fail(
+                f"--backend nccl cannot place two ranks on one GPU, and {where} ({count} CUDA devices here): give "
+                "each rank its own GPU (fewer ranks per node, or other --device-ids), or leave out --backend to use "
+                "gloo"
+            )
+        backend = "gloo"
+        if info.local_rank == 0:
+            print(f"note: {where}, which nccl does not allow: using gloo (all-reduce through host memory)", flush=True)
+    return torch.device("cuda", ids[info.local_rank]), backend
+
+
+def check_rendezvous(backend: str, info: DistInfo) -> None:
+    """Under mpirun, the gloo and nccl backends find each other through MASTER_ADDR:MASTER_PORT (torchrun sets both;
+    mpirun does not)."""
+    if info.launcher != "mpirun" or backend == "mpi":
+        return
+    missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
+    if missing:
+        fail(
+            f"under mpirun the {backend} backend meets at MASTER_ADDR:MASTER_PORT, and {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not set: e.g. `mpirun -x MASTER_ADDR=<first host> -x "
+            "MASTER_PORT=29500 ...`, or --backend mpi"
+        )
 
 
 def restart_count() -> int:
@@ -135,9 +180,15 @@ def restart_count() -> int:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
-def init_distributed(backend: str, info: DistInfo, timeout: timedelta) -> None:
-    """Join the process group (a one-line error if it does not form); under torchrun, with keys of this restart
-    attempt only.
+def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: torch.device) -> None:
+    """Make `device` current (after the env worker processes have started: they hold no CUDA context) and, on a
+    launched rank, join the process group (a one-line error if it does not form); under torchrun, with keys of
+    this restart attempt only.
+
+    nccl: the group is formed at once on `device` (`device_id`), so that its errors show here; and a collective
+    that fails (a peer died, or --dist-timeout passed) raises in Python, as on gloo, instead of the watchdog
+    aborting the process: TORCH_NCCL_BLOCKING_WAIT=1, unless the user set it or TORCH_NCCL_ASYNC_ERROR_HANDLING
+    (docs/multigpu.md says what each gives).
 
     torchrun's agent keeps one TCP store for all restarts of a job, with the keys of a failed attempt still in it
     (pytorch/pytorch#135712, #167288): a restarted rank may read the address of its dead predecessor and fail or
@@ -145,16 +196,35 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta) -> None:
     node; torchrun does not raise it on a node whose workers were healthy, so across nodes launch torchrun with
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (rank 0 then hosts a new store for each attempt and this is not needed).
     """
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if not info.launched:  # a single process: no group
+        return
+    if backend == "nccl" and not any(name in os.environ for name in NCCL_ERROR_VARIABLES):
+        os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
+    runs.QUIET_ERRORS = False  # from here on a rank's errors are its own (shared decisions: decided_on_rank0)
     try:
-        if backend == "mpi" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        if backend == "mpi":  # MPI knows the ranks
             dist.init_process_group(backend, timeout=timeout)
+            return
+        where = {"rank": info.rank, "world_size": info.world_size, "timeout": timeout}
+        if backend == "nccl":
+            where["device_id"] = device
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":  # mpirun, or torchrun with its own store
+            dist.init_process_group(backend, **where)
             return
         addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         store = dist.TCPStore(addr, port, is_master=False, timeout=timeout)
         store = dist.PrefixStore(f"ppo_atari_multigpu/attempt{restart_count()}/", store)
-        dist.init_process_group(backend, store=store, rank=info.rank, world_size=info.world_size, timeout=timeout)
+        dist.init_process_group(backend, store=store, **where)
     except Exception as exc:
         fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
+
+
+NCCL_ERROR_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                        "NCCL_ASYNC_ERROR_HANDLING")
+"""how ProcessGroupNCCL handles a failed collective (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp): set by the
+user, they are left as they are"""
 
 
 def print_launch_notes(info: DistInfo) -> None:
@@ -182,8 +252,8 @@ def gather_to_all(obj, world_size: int) -> list:
 
 
 def decided_on_rank0(decide: Callable[[], Any], info: DistInfo) -> Any:
-    """Run `decide` on rank 0 and give its result to every rank; if it `fail`s, every rank stops with the same
-    one-line error instead of some ranks waiting for the others forever."""
+    """Run `decide` on rank 0 and give its result to every rank; if it `fail`s, every rank stops (status 1) instead
+    of some ranks waiting for the others forever, and rank 0 alone prints the one-line error."""
     outcome = None
     if info.rank == 0:
         try:
@@ -195,7 +265,7 @@ def decided_on_rank0(decide: Callable[[], Any], info: DistInfo) -> Any:
         dist.broadcast_object_list(box, src=0)
         outcome = box[0]
     if not outcome["ok"]:
-        raise SystemExit(outcome["error"])
+        raise SystemExit(outcome["error"] if info.rank == 0 else 1)
     return outcome["value"]
 
 

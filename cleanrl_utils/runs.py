@@ -17,9 +17,13 @@ CHECKPOINT_FILE = "checkpoint.pt"
 ELASTIC_ID_FILE = "elastic_run_id"
 
 
+QUIET_ERRORS = False
+"""set on the ranks of a distributed job that leave the errors every rank finds alike to another rank (distributed.py)"""
+
+
 def fail(message: str) -> NoReturn:
-    """Stop the program with a one-line error (no traceback, exit status 1)."""
-    raise SystemExit(f"error: {message}")
+    """Stop the program with a one-line error (no traceback, exit status 1); quietly where QUIET_ERRORS is set."""
+    raise SystemExit(1 if QUIET_ERRORS else f"error: {message}")
 
 
 def check_positive(**counts: float) -> None:

@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,13 +38,12 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 import numpy as np
-import psutil
 import tyro
 
 from cleanrl_utils import throughput
 from cleanrl_utils.checks import check_positive, fail
+from cleanrl_utils.measured import TreeSampler, run_measured, visible_gpus
 from cleanrl_utils.placement import usable_cores
-from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.vector_envs import envpool_available
 
 REPO = throughput.REPO
@@ -148,114 +146,6 @@ def check_args(args: Args) -> None:
         fail(f"--allreduce-ranks are world sizes of an all-reduce: at least 2, got {args.allreduce_ranks}")
     if any(args.num_envs % r for r in args.ranks):
         fail(f"--num-envs {args.num_envs} must split evenly over every rank count of --ranks {args.ranks}")
-
-
-# ---------------------------------------------------------------- CPU use of a process tree
-
-
-class TreeCpu:
-    """CPU use of a process and all its descendants, sampled in the background while it runs.
-
-    Each sample adds, for every process of the tree, the CPU time (user + system) it used since the previous sample
-    (for the processes already there when the sampler is built: since then; for a process seen for the first time:
-    all of it, it started since). This is what summing ``psutil.Process.cpu_percent`` over the tree measures, but a
-    child that lives shorter than one interval still counts. The CPU time of a process's last interval before it exits is lost (keep the interval
-    short against the run).
-    """
-
-    def __init__(self, pid: int, interval: float = 0.5, cores: Optional[int] = None):
-        self.root = psutil.Process(pid)
-        self.interval = interval
-        self.cores = cores or usable_cores()
-        self.cpu_seconds = 0.0
-        self.busy: list[float] = []  # per sample: share of `cores` the tree kept busy
-        self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
-        self._stop = None
-        self._thread = None
-        self._wall = time.perf_counter()
-        self.sample(count=False)  # what the tree used before is not counted
-        self._start = self._wall
-
-    def sample(self, count: bool = True) -> None:
-        try:
-            tree = [self.root] + self.root.children(recursive=True)
-        except psutil.Error:
-            return
-        used = 0.0
-        for proc in tree:
-            try:
-                key = (proc.pid, proc.create_time())
-                times = proc.cpu_times()
-            except psutil.Error:
-                continue
-            now = times.user + times.system
-            used += now - self._last.get(key, 0.0)
-            self._last[key] = now
-        wall = time.perf_counter()
-        if count:
-            self.cpu_seconds += used
-            self.busy.append(used / max(wall - self._wall, 1e-9) / self.cores)
-        self._wall = wall
-
-    @property
-    def mean_busy(self) -> float:
-        """CPU seconds of the tree / (wall seconds x cores) over the sampled time."""
-        return self.cpu_seconds / max(self._wall - self._start, 1e-9) / self.cores
-
-    def __enter__(self) -> "TreeCpu":
-        import threading
-
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sample()
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-@dataclass
-class Measured:
-    output: str
-    returncode: int
-    wall_s: float
-    tree_busy: float
-    """mean share of the usable cores the process tree kept busy"""
-    tree_busy_p90: float
-    machine_cpu_percent: Optional[float]
-    """all processes of the machine (others' included), from throughput.Sampler"""
-    gpu_percent: Optional[float]
-    peak_rss_mib: float
-
-
-def run_measured(command: list[str], cwd: str, timeout: float, interval: float = 0.5) -> Measured:
-    """Run ``command`` with the repository on PYTHONPATH, sampling its process tree's CPU use (and the machine's
-    CPU / GPU use and the tree's memory, with throughput.Sampler)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    start = time.perf_counter()
-    # a process group of its own, so that a stop reaches torchrun's ranks and env processes too
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    with throughput.Sampler(proc.pid) as machine, TreeCpu(proc.pid, interval) as tree:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop_process_groups([proc])
-            out = proc.communicate()[0] + f"\n(stopped after {timeout:.0f} s)"
-        except BaseException:  # Ctrl-C, SIGTERM: no run left behind
-            stop_process_groups([proc])
-            raise
-    return Measured(
-        output=out, returncode=proc.returncode, wall_s=time.perf_counter() - start, tree_busy=tree.mean_busy,
-        tree_busy_p90=float(np.percentile(tree.busy, 90)) if tree.busy else float("nan"),
-        machine_cpu_percent=float(np.mean(machine.cpu)) if machine.cpu else None,
-        gpu_percent=float(np.mean(machine.gpu)) if machine.gpu else None, peak_rss_mib=machine.peak_rss / 2**20,
-    )
 
 
 # ---------------------------------------------------------------- one configuration of a script
@@ -491,7 +381,7 @@ def learning_claims(args: Args, sps: dict[str, float]) -> dict[str, Any]:
 def env_only(backend: str, env_id: str, num_envs: int, seconds: float) -> dict[str, float]:
     """Env-only agent steps/s (random actions, throughput.env_steps_per_second) and the cores this process and
     any env processes of it kept busy meanwhile (building the envs and the warm-up included)."""
-    with TreeCpu(os.getpid(), interval=0.2) as tree:
+    with TreeSampler(os.getpid(), interval=0.2) as tree:
         rate = throughput.env_steps_per_second(backend, env_id, num_envs, seconds)
         tree.sample()
     return {"steps_per_second": rate, "cores_busy": tree.mean_busy * tree.cores}
@@ -883,9 +773,8 @@ def main(args: Args) -> None:
         if not script.exists():
             fail(f"{script} is missing: run this from a full checkout of the repository")
     start = time.perf_counter()
-    import torch
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    gpus = visible_gpus()  # asked in a child process: the runs get the GPUs without a context of this process
+    gpu = gpus[0].name if gpus else None
     tag = args.tag or ((re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-") + "_" if gpu else "")
                        + f"cpu{usable_cores()}" + ("_quick" if args.quick else ""))
     results_dir = Path(args.results_dir) if os.path.isabs(args.results_dir) else REPO / args.results_dir

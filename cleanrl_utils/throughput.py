@@ -9,13 +9,15 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
    without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
    ``1 / (1/inference + epochs/training)`` agent steps/s;
-4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, with and without
-   ``--overlap``, overall and after the first iteration (steady state), its time split (env / inference /
-   learning, from the script's ``perf:`` line), the average CPU
-   utilisation of the machine, GPU utilisation when there is a GPU, and peak resident memory (process tree);
+4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
+   first iteration (steady state), its time split (env / inference / learning, from the script's ``perf:`` line),
+   the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
+   (process tree);
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
 
-Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra).
+Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
+timed in a child process (``--network-only``), so that its CUDA context and models are gone before the end-to-end
+runs train on the same GPU; this process never initialises CUDA.
 """
 
 from __future__ import annotations
@@ -24,11 +26,9 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +41,7 @@ import torch
 import tyro
 
 from cleanrl_utils.malloc import keep_freed_memory
+from cleanrl_utils.measured import repo_env, run_measured, visible_gpus
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
 
@@ -74,6 +75,8 @@ class Args:
     """also time torch.compile'd forms of the network"""
     multigpu: bool = True
     """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks (when the script exists)"""
+    network_only: bool = False
+    """only time the network forms (on cuda when there is a GPU) and print them as one JSON line"""
 
 
 # ---------------------------------------------------------------- machine
@@ -98,7 +101,7 @@ def machine() -> dict[str, Any]:
         "torch": torch.__version__,
         "ale-py": ale_py.__version__,
         "gymnasium": gymnasium.__version__,
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+        "gpu": ", ".join(gpu.name for gpu in visible_gpus()) or "none",
         "load_average_at_start": os.getloadavg(),
     }
     if envpool_available():
@@ -202,7 +205,8 @@ def network_forms(num_envs: int, try_compile: bool) -> list[tuple[str, Callable[
     for name, memory_format, compiled in specs:
         torch.manual_seed(0)
         agent = agent_class(_Spaces, memory_format=memory_format).to(device)
-        forward = torch.compile(agent.get_action_and_value) if compiled else agent.get_action_and_value
+        # as the scripts compile it: one graph per batch shape
+        forward = torch.compile(agent.get_action_and_value, dynamic=False) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)  # as in the script
         # the script's rollout buffer holds its frames in the network's memory format: so does this minibatch
         batch = batch_nchw.contiguous(memory_format=memory_format)
@@ -266,60 +270,6 @@ def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int 
 # ---------------------------------------------------------------- end to end
 
 
-class Sampler:
-    """Samples machine CPU %, GPU % (nvidia-smi) and the resident memory of a process tree in the background."""
-
-    def __init__(self, pid: int):
-        self.process = psutil.Process(pid)
-        self.cpu: list[float] = []
-        self.gpu: list[float] = []
-        self.peak_rss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._nvidia_smi = shutil.which("nvidia-smi") if torch.cuda.is_available() else None
-
-    def __enter__(self) -> "Sampler":
-        psutil.cpu_percent(None)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            self.cpu.append(psutil.cpu_percent(None))
-            try:
-                tree = [self.process] + self.process.children(recursive=True)
-                self.peak_rss = max(self.peak_rss, sum(p.memory_info().rss for p in tree))
-            except psutil.Error:
-                pass
-            if self._nvidia_smi:
-                out = subprocess.run(
-                    [self._nvidia_smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"],
-                    capture_output=True, text=True,
-                ).stdout.strip()
-                if out.isdigit():
-                    self.gpu.append(float(out))
-
-
-def run_and_sample(command: list[str], cwd: str, timeout: float) -> tuple[str, Sampler, float]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    with Sampler(proc.pid) as sampler:
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-            out += f"\n(timed out after {timeout:.0f} s)"
-    if proc.returncode != 0:
-        print(f"  failed ({proc.returncode}): {' '.join(command)}\n{out[-1500:]}", flush=True)
-    return out, sampler, time.perf_counter() - start
-
-
 def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     """(SPS, steady-state SPS) of the run logged under ``runs_dir`` (only rank 0 logs), from its ``charts/SPS``
     events: the last value (steps / seconds since the start, as the script computes it) and the steps/s after the
@@ -339,17 +289,23 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     return None, None
 
 
-def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[str, Any]:
+def measured_run(command: list[str], workdir: str) -> tuple[str, Any]:
+    """Output and measurements of one run (a failed run's output is printed)."""
+    m = run_measured(command, workdir, timeout=300)
+    if m.returncode != 0:
+        print(f"  failed ({m.returncode}): {' '.join(command)}\n{m.output[-1500:]}", flush=True)
+    return m.output, m
+
+
+def end_to_end(backend: str, args: Args, workdir: str) -> dict[str, Any]:
     steps = args.e2e_iterations * args.num_envs * 128
-    runs = os.path.join(workdir, f"runs_{backend}" + ("_overlap" if overlap else ""))
+    runs = os.path.join(workdir, f"runs_{backend}")
     command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
                "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
                "--env-id", args.env_id]
-    if overlap:
-        command.append("--overlap")
-    out, sampler, wall = run_and_sample(command, workdir, timeout=300)
+    out, m = measured_run(command, workdir)
     match = re.search(r"^perf: (.*)$", out, re.M)
-    row: dict[str, Any] = {"backend": backend + (" --overlap" if overlap else ""), "wall_s": wall}
+    row: dict[str, Any] = {"backend": backend, "wall_s": m.wall_s}
     if match is None:
         row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
         return row
@@ -362,9 +318,9 @@ def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[st
         env=float(fields.get("env", 0)),
         inference=float(fields.get("inference", 0)),
         learn=float(fields.get("learn", 0)),
-        cpu_percent=float(np.mean(sampler.cpu)) if sampler.cpu else float("nan"),
-        gpu_percent=float(np.mean(sampler.gpu)) if sampler.gpu else None,
-        peak_rss_mib=sampler.peak_rss / 2**20,
+        cpu_percent=m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan"),
+        gpu_percent=m.gpu_percent,
+        peak_rss_mib=m.peak_rss_mib,
     )
     row["other"] = max(0.0, seconds - row["env"] - row["inference"] - row["learn"])
     return row
@@ -376,9 +332,9 @@ def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
                str(MULTIGPU_SCRIPT), "--num-envs", str(args.num_envs), "--total-timesteps", str(steps),
                "--no-progress-bar", "--runs-dir", runs, "--env-id", args.env_id, "--vector-env", backend]
-    out, sampler, wall = run_and_sample(command, workdir, timeout=300)
-    row: dict[str, Any] = {"ranks": ranks, "backend": backend, "wall_s": wall,
-                           "cpu_percent": float(np.mean(sampler.cpu)) if sampler.cpu else float("nan")}
+    out, m = measured_run(command, workdir)
+    row: dict[str, Any] = {"ranks": ranks, "backend": backend, "wall_s": m.wall_s, "gpu_percent": m.gpu_percent,
+                           "cpu_percent": m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan")}
     sps, steady = logged_sps(runs)
     if sps is not None:
         row["sps"], row["steady_sps"] = sps, steady
@@ -496,11 +452,12 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
     lines += ["", "## torchrun ranks: `ppo_atari_multigpu.py`", ""]
     if results["multigpu"]:
         lines += [f"{args.num_envs} envs in all (split over the ranks), same batch; the fastest plain backend.", "",
-                  "| ranks | backend | SPS (all ranks) | steady SPS | CPU % | wall s |", "|---|---|---|---|---|---|"]
+                  "| ranks | backend | SPS (all ranks) | steady SPS | CPU % | GPU % (all visible) | wall s |",
+                  "|---|---|---|---|---|---|---|"]
         for row in results["multigpu"]:
             sps = fmt(row.get("sps")) if "sps" in row else "failed: " + row["error"]
             lines.append(f"| {row['ranks']} | {row['backend']} | {sps} | {fmt(row.get('steady_sps'))} "
-                         f"| {fmt(row['cpu_percent'])} | {row['wall_s']:.0f} |")
+                         f"| {fmt(row['cpu_percent'])} | {fmt(row.get('gpu_percent'))} | {row['wall_s']:.0f} |")
     else:
         lines.append("Not measured (`cleanrl/ppo_atari_multigpu.py` missing or `--no-multigpu`).")
     lines += ["", "## Targets (ratios within this run)", "", "| target | measured | verdict |", "|---|---|---|"]
@@ -586,7 +543,7 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
         if default:
             out.append(("rollout observations uint8; peak RSS of a default run",
                         f"{default['peak_rss_mib']:,.0f} MiB ({results['default_backend']})", None))
-        if torch.cuda.is_available():
+        if results["machine"].get("gpu", "none") != "none":
             out.append(("GPU, 16 cores: >= 10,000 SPS end to end", f"steady {steady(best):,.0f}",
                         steady(best) >= 10_000))
     return out
@@ -601,12 +558,27 @@ def default_backend() -> str:
     return module.Args().vector_env
 
 
+def network_rates_apart(args: Args) -> list[dict[str, Any]]:
+    """network_rates in a child process (`--network-only`): its CUDA context and models end with it."""
+    command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--num-envs", str(args.num_envs),
+               "--seconds", str(args.seconds), "--compile" if args.compile else "--no-compile"]
+    result = subprocess.run(command, cwd=REPO, env=repo_env(), capture_output=True, text=True, timeout=1800)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise SystemExit(f"error: timing the network failed ({result.returncode}): {result.stderr.strip()[-1500:]}")
+    return json.loads(lines[-1])
+
+
 def main(args: Args) -> None:
-    start = time.perf_counter()
     keep_freed_memory()  # the network is timed with the allocator settings the scripts use
+    if args.network_only:
+        print(json.dumps(network_rates(args.num_envs, args.seconds, args.compile)), flush=True)
+        return
+    start = time.perf_counter()
     cores = usable_cores()
-    tag = args.tag or (re.sub(r"[^A-Za-z0-9]+", "-", torch.cuda.get_device_name(0)).strip("-") + f"_cpu{cores}"
-                       if torch.cuda.is_available() else f"cpu{cores}")
+    gpus = visible_gpus()
+    tag = args.tag or (re.sub(r"[^A-Za-z0-9]+", "-", gpus[0].name).strip("-") + f"_cpu{cores}"
+                       if gpus else f"cpu{cores}")
     out_dir = REPO / args.out_dir if not os.path.isabs(args.out_dir) else Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     backends = [b for b in args.backends if b != "envpool" or envpool_available()]
@@ -633,7 +605,7 @@ def main(args: Args) -> None:
             results["env"][backend][str(n)] = rate
             print(f"env {backend:8s} {n:3d} envs: {rate:8,.0f} steps/s", flush=True)
 
-    results["network"] = network_rates(args.num_envs, args.seconds, args.compile)
+    results["network"] = network_rates_apart(args)
     ok = [r for r in results["network"] if "error" not in r]
     best_inf = max(ok, key=lambda r: r["inference"])
     best_train = max(ok, key=lambda r: r["training"])
@@ -651,14 +623,13 @@ def main(args: Args) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         results["e2e"] = []
         for backend in backends:
-            for overlap in ([False, True] if backend != "sync" else [False]):
-                row = end_to_end(backend, overlap, args, workdir)
-                results["e2e"].append(row)
-                print(f"e2e {row}", flush=True)
+            row = end_to_end(backend, args, workdir)
+            results["e2e"].append(row)
+            print(f"e2e {row}", flush=True)
         results["multigpu"] = []
         if args.multigpu and MULTIGPU_SCRIPT.exists():
-            plain = [r for r in results["e2e"] if "sps" in r and " " not in r["backend"]]
-            backend = max(plain, key=steady)["backend"] if plain else "sync"
+            done = [r for r in results["e2e"] if "sps" in r]
+            backend = max(done, key=steady)["backend"] if done else "sync"
             for ranks in (1, 2):
                 row = multigpu_sps(ranks, backend, args, workdir)
                 results["multigpu"].append(row)

@@ -1,3 +1,47 @@
-"""Shared pytest fixtures and markers."""
+"""Shared pytest fixtures and markers.
 
-from slurm_cluster import slurm_cluster  # noqa: F401  (two-node Slurm cluster fixture, see tests/slurm_cluster.py)
+The suite runs on CPU even on a machine with a GPU: the recorded losses of tests/test_fixed_seed.py and
+tests/test_ppo_atari.py are CPU results, and the 2-rank tests expect gloo. CUDA_VISIBLE_DEVICES="" is set before any
+test imports torch, and the scripts the tests start inherit it. Tests marked `gpu` get the machine's GPUs back for
+the processes they start (the `gpu_env` fixture) and are skipped where there is no CUDA device.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+VISIBLE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")  # as the user set it (None: not set)
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+# the two-node Slurm cluster fixture (tests/slurm_cluster.py)
+from slurm_cluster import slurm_cluster  # noqa: E402, F401
+
+
+def machine_env() -> dict[str, str]:
+    """The environment with the GPUs the user left visible."""
+    env = dict(os.environ)
+    if VISIBLE_DEVICES is None:
+        env.pop("CUDA_VISIBLE_DEVICES")
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = VISIBLE_DEVICES
+    return env
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    # asked in a child process: torch in this one must not see a GPU
+    probe = [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"]
+    found = subprocess.run(probe, env=machine_env(), capture_output=True, text=True).stdout.strip() == "True"
+    if not found:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture
+def gpu_env() -> dict[str, str]:
+    """The environment for the processes a `gpu` test starts: the machine's GPUs visible."""
+    return machine_env()

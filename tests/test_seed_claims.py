@@ -1,15 +1,11 @@
-"""cleanrl_utils/seed_claims.py: the process-tree CPU sampler, the ring all-reduce model, the learning claims from
+"""cleanrl_utils/seed_claims.py: the ring all-reduce model, the learning claims from
 exports, the report section, bad input, and one tiny end-to-end run on the real scripts."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -21,49 +17,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from cleanrl_utils import seed_claims
 from cleanrl_utils.seed_claims import SECTION_END, SECTION_START
-
-# burns `cpu` seconds of CPU, prints its own CPU time, then idles so that the sampler sees all of it
-BUSY = textwrap.dedent("""
-    import subprocess, sys, time
-    child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[1]]) if sys.argv[2:] else None
-    while time.process_time() < 0.8:
-        pass
-    if child:
-        child.wait()
-    print(time.process_time(), flush=True)
-    time.sleep(0.6)
-""")
-
-
-def test_tree_cpu_counts_a_busy_child_and_its_grandchild():
-    # a process that starts a busy grandchild and is busy itself: the tree used about the CPU time both report
-    # (grandchild's lines: the part BUSY prints for the child it started; it prints last)
-    proc = subprocess.Popen([sys.executable, "-c", BUSY, BUSY, "spawn"], stdout=subprocess.PIPE, text=True)
-    with seed_claims.TreeCpu(proc.pid, interval=0.1, cores=2) as tree:
-        out, _ = proc.communicate(timeout=60)
-    reported = sum(float(x) for x in out.split())
-    assert len(out.split()) == 2 and reported >= 1.6
-    assert tree.cpu_seconds == pytest.approx(reported, rel=0.15)
-    assert 0 < tree.mean_busy <= 1.05
-    assert len(tree.busy) >= 5
-
-
-def test_tree_cpu_of_an_idle_process_is_near_zero():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
-    with seed_claims.TreeCpu(proc.pid, interval=0.1, cores=2) as tree:
-        proc.wait(timeout=30)
-    assert tree.cpu_seconds < 0.3  # the interpreter's start-up only
-    assert tree.mean_busy < 0.15
-
-
-def test_tree_cpu_leaves_out_what_the_tree_used_before():
-    # this test process has spent seconds of CPU importing torch; a sampler of it counts only from its start on
-    assert psutil.Process().cpu_times().user > 1.0
-    with seed_claims.TreeCpu(os.getpid(), interval=0.1, cores=2) as tree:
-        time.sleep(0.6)
-    assert tree.cpu_seconds < 0.2
-    assert tree.mean_busy < 0.15
-
 
 def test_ring_allreduce_against_hand_computed_values():
     # 8 MB over 4 ranks at 1 GB/s, 10 us: 2*3/4 * 8e6/1e9 = 0.012 s, + 2*3 * 10e-6 = 0.00006 s

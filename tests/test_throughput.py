@@ -21,12 +21,12 @@ def test_emulator_and_env_rates_are_measured():
 
 def synthetic_results(best_env16: float, best_sps: float) -> dict:
     machine = {"cpu": "test cpu", "cores": 2, "load_average_at_start": (0.5, 0.5, 0.5)}
-    e2e_row = {"backend": "ale --overlap", "sps": best_sps - 30, "steady_sps": best_sps,
+    e2e_row = {"backend": "ale", "sps": best_sps - 30, "steady_sps": best_sps,
                "seconds": 10.0, "env": 2.0, "inference": 1.0,
                "learn": 6.0, "other": 1.0, "cpu_percent": 95.0, "gpu_percent": None, "peak_rss_mib": 600.0}
     return {
         "machine": machine,
-        "default_backend": "ale --overlap",
+        "default_backend": "ale",
         "physical": {"frames_per_second": 8000.0, "bound": 4000.0, "preprocessed_per_thread": 1600.0},
         "env": {"sync": {"8": 1400.0, "16": 1500.0, "32": 1500.0},
                 "ale": {"8": 2500.0, "16": best_env16, "32": 3000.0}},
@@ -63,7 +63,7 @@ def test_report_and_plots_are_written(tmp_path):
     throughput.plot(results, args, tmp_path, "testbox")
     text = path.read_text()
     assert "| ale | 2,500 | 3,500 | 3,000 |" in text
-    assert "| ale --overlap | 670 | 700 | 95% |" in text  # steady 700 / 736.4
+    assert "| ale | 670 | 700 | 95% |" in text  # steady 700 / 736.4
     assert "1,600 agent steps/s = **80% of raw emulation per core**" in text  # 1600 / (8000 / 4)
     assert "failed: boom" in text and "failed: no rendezvous" in text and "failed: no compiler" in text
     assert "**met**" in text and "test cpu" in text

@@ -1,0 +1,450 @@
+"""One run that checks a GPU machine (driven by benchmark/gpu_check.sh): the scripts' CUDA paths end to end, their
+host syncs, their throughput, and the multi-GPU script under torchrun, in priority order, each step with its own
+time limit and all of them within `--budget` seconds. Prints one PASS/FAIL line per step and writes the figures to
+``gpu_<GPU name>.md`` and ``.json`` (in docs/benchmarks by default).
+
+With ``--cpu`` every step runs on CPU (gloo, tiny sizes, ``torch.compile`` disabled) and the report goes to a new
+temporary folder (or ``--out``): a check of this tool itself on any machine, not a measurement.
+
+This process never initialises CUDA: every step runs in child processes, which get the GPU to themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import psutil
+import tyro
+
+from cleanrl_utils.measured import REPO, Measured, repo_env, run_measured, visible_gpus
+from cleanrl_utils.processes import stop_process_groups
+from cleanrl_utils.throughput import logged_sps
+
+SCRIPT = "cleanrl/ppo_atari.py"
+MULTIGPU_SCRIPT = "cleanrl/ppo_atari_multigpu.py"
+HOST_SYNCS = re.compile(r"host syncs: rollout step ([\d.]+), minibatch ([\d.]+), iteration rest ([\d.]+) \((.+)\)")
+
+
+@dataclass
+class Args:
+    cpu: bool = False
+    """run every step on CPU with gloo and tiny sizes (a check of this tool; its report is no measurement)"""
+    out: Optional[str] = None
+    """folder of the report (default: docs/benchmarks; with --cpu a new temporary folder)"""
+    budget: float = 540.0
+    """seconds for all steps together; a step that no longer fits is a FAIL line saying so"""
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the game of every run"""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The runs' sizes in one mode."""
+
+    num_envs: int
+    num_steps: int
+    num_minibatches: int
+    update_epochs: int
+    sps_iterations: int
+    """iterations of each throughput run (its steady SPS leaves out the first)"""
+    many_envs: tuple[int, int]
+    """the larger env counts timed on the fastest backend"""
+    long_iterations: int
+    """iterations of a run that is stopped or killed after its first checkpoint"""
+    network_seconds: float
+
+
+GPU_SIZES = Sizes(8, 128, 4, 4, 6, (32, 64), 30, 2.0)
+CPU_SIZES = Sizes(2, 16, 2, 1, 2, (4, 8), 20, 0.1)
+
+
+class StepFailed(Exception):
+    """A step's check did not hold (the message says which)."""
+
+
+def last_line(output: str) -> str:
+    """The last line of an output that says something (not the frame of a box that tyro draws around its errors)."""
+    lines = [line.strip(" │┃|") for line in output.splitlines() if re.search(r"[A-Za-z0-9]", line)]
+    errors = [line for line in lines if re.search(r"(?i)error|unrecognized", line)]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+def expect(ok: bool, why: str) -> None:
+    if not ok:
+        raise StepFailed(why)
+
+
+def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
+    """Wait until the output file `path` of `proc` contains `text`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in path.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            why = last_line(path.read_text())
+            raise StepFailed(f"the run ended ({proc.returncode}) before printing {text!r}: {why}")
+        time.sleep(0.2)
+    raise StepFailed(f"{text!r} not printed within {timeout:.0f} s")
+
+
+class Check:
+    """The steps, their PASS/FAIL lines and the figures for the report."""
+
+    def __init__(self, args: Args):
+        self.args = args
+        self.sizes = CPU_SIZES if args.cpu else GPU_SIZES
+        self.gpus = () if args.cpu else visible_gpus()
+        self.workdir = Path(tempfile.mkdtemp(prefix="gpu_check_"))
+        self.start = time.monotonic()
+        self.deadline = self.start + args.budget
+        self.steps: list[dict[str, Any]] = []
+        self.figures: dict[str, Any] = {}
+        # --cpu: compile would take minutes on a small CPU machine; the flag's path runs, torch.compile is a no-op
+        self.env = {"OMP_NUM_THREADS": "1", "TORCH_COMPILE_DISABLE": "1"} if args.cpu else {}
+
+    # ------------------------------------------------------------ running things
+
+    def step(self, name: str, limit: float, fn: Callable[[float], str]) -> None:
+        left = self.deadline - time.monotonic()
+        if left < min(limit, 20.0):
+            self.record(name, False, f"not run: {left:.0f} s of the {self.args.budget:.0f} s budget left", 0.0)
+            return
+        started = time.monotonic()
+        try:
+            ok, summary = True, fn(min(limit, left))
+        except StepFailed as exc:
+            ok, summary = False, str(exc)
+        except Exception as exc:  # a bug of this tool or a surprise of the machine: this step fails, the rest run
+            ok, summary = False, f"{type(exc).__name__}: {str(exc)[:300]}"
+        self.record(name, ok, summary, time.monotonic() - started)
+
+    def record(self, name: str, ok: bool, summary: str, seconds: float) -> None:
+        self.steps.append({"step": name, "ok": ok, "summary": summary, "seconds": round(seconds, 1)})
+        print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.0f} s): {summary}", flush=True)
+
+    def run(self, command: list[str], timeout: float) -> Measured:
+        return run_measured(command, str(self.workdir), timeout, gpus=[gpu.uuid for gpu in self.gpus], env=self.env)
+
+    def start_logged(self, command: list[str], log: Path) -> subprocess.Popen:
+        with open(log, "w") as out:
+            return subprocess.Popen(command, cwd=self.workdir, env=repo_env(self.env), stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+
+    def finish(self, proc: subprocess.Popen, timeout: float) -> int:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_process_groups([proc])
+            raise StepFailed(f"still running after {timeout:.0f} s") from None
+
+    @property
+    def long_steps(self) -> int:
+        """steps per env of the runs that are stopped, killed or resumed: short iterations"""
+        return min(32, self.sizes.num_steps)
+
+    def device_flag(self) -> str:
+        return "--no-cuda" if self.args.cpu else "--cuda"
+
+    def ppo(self, runs: str, iterations: int, *extra: str, script: str = SCRIPT, num_envs: Optional[int] = None,
+            num_steps: Optional[int] = None) -> list[str]:
+        """Arguments of a script run (after the interpreter or torchrun)."""
+        s = self.sizes
+        num_envs, num_steps = num_envs or s.num_envs, num_steps or s.num_steps
+        return [str(REPO / script), "--env-id", self.args.env_id, "--num-envs", str(num_envs),
+                "--num-steps", str(num_steps),
+                "--num-minibatches", str(s.num_minibatches), "--update-epochs", str(s.update_epochs),
+                "--total-timesteps", str(iterations * num_envs * num_steps), "--no-progress-bar",
+                "--runs-dir", str(self.workdir / runs), *extra]
+
+    def torchrun(self, ranks: int, *launcher: str) -> list[str]:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+                f"--nproc_per_node={ranks}", *launcher]
+
+    # ------------------------------------------------------------ the steps, in priority order
+
+    def versions(self, timeout: float) -> str:
+        probe = (
+            "import json, torch; c = torch.cuda.is_available(); print(json.dumps({'torch': torch.__version__, "
+            "'cuda': torch.version.cuda, 'cuda_available': c, 'nccl': '.'.join(map(str, torch.cuda.nccl.version())) "
+            "if c else None, 'cudnn': torch.backends.cudnn.version() if c else None, 'gloo': "
+            "torch.distributed.is_gloo_available(), 'devices': [torch.cuda.get_device_name(i) for i in "
+            "range(torch.cuda.device_count())]}))"
+        )
+        m = self.run([sys.executable, "-c", probe], timeout)
+        expect(m.returncode == 0, f"torch does not load: {last_line(m.output)}")
+        found = json.loads(m.output.strip().splitlines()[-1])
+        try:
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=15).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            smi = f"(nvidia-smi: {type(exc).__name__})"
+        self.figures["versions"], self.figures["nvidia_smi"] = found, smi
+        expect(self.args.cpu or found["cuda_available"], "torch sees no CUDA device")
+        return (f"torch {found['torch']}, CUDA {found['cuda']}, NCCL {found['nccl']}, cuDNN {found['cudnn']}, "
+                f"devices {found['devices'] or 'none'}")
+
+    def train_and_save(self, timeout: float) -> str:
+        m = self.run([sys.executable, *self.ppo("runs_train", 2, self.device_flag(), "--save-model",
+                                                "--run-name", "train")], timeout)
+        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
+        model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
+        expect(model.exists(), f"no model at {model.name}")
+        expect((model.parent / "checkpoint.pt").exists(), "no checkpoint.pt")
+        self.figures["train_output_head"] = m.output.strip().splitlines()[:3]
+        return f"2 iterations, model and checkpoint saved, {m.wall_s:.0f} s"
+
+    def stop_resume(self, timeout: float) -> str:
+        """SIGTERM after the first checkpoint: exit 143 with a checkpoint; the copy of that run is resumed twice
+        below (on the device and with --no-cuda)."""
+        log = self.workdir / "stop.log"
+        args = self.ppo("runs_stop", self.sizes.long_iterations, self.device_flag(), "--run-name", "stop",
+                        "--checkpoint-interval", "1", num_steps=self.long_steps)
+        proc = self.start_logged([sys.executable, *args], log)
+        try:
+            wait_for(log, "checkpoint: iteration 1,", proc, timeout)
+            proc.send_signal(signal.SIGTERM)
+            code = self.finish(proc, 60)
+        finally:
+            stop_process_groups([proc], grace=5)
+        out = log.read_text()
+        expect(code == 143, f"exit {code} after SIGTERM, not 143: {last_line(out)}")
+        stopped = re.findall(r"checkpoint: iteration (\d+),", out)
+        expect(int(stopped[-1]) < self.sizes.long_iterations, "the run ended before the stop reached it")
+        run = self.workdir / "runs_stop" / "stop"
+        expect((run / "checkpoint.pt").exists(), "no checkpoint after the stop")
+        shutil.copytree(run, self.workdir / "runs_stop" / "stop_cpu")
+        self.figures["stopped_at_iteration"] = int(stopped[-1])
+        return f"exit 143 after iteration {stopped[-1]} of {self.sizes.long_iterations}, checkpoint written"
+
+    def resume(self, name: str, device_flag: str, timeout: float) -> str:
+        args = self.ppo("runs_stop", self.sizes.long_iterations, device_flag, "--run-name", name, "--resume",
+                        "--checkpoint-interval", "0", num_steps=self.long_steps)
+        m = self.run([sys.executable, *args], timeout)
+        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
+        resumed = re.search(r"resuming from iteration (\d+)", m.output)
+        expect(resumed is not None, "no 'resuming from iteration' line")
+        return f"resumed at iteration {resumed[1]} {device_flag}, ran to the end in {m.wall_s:.0f} s"
+
+    def evaluate(self, timeout: float) -> str:
+        model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
+        expect(model.exists(), "no model (the training step failed)")
+        command = [sys.executable, "-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model),
+                   "--eval-episodes", "1", "--max-steps", "300", self.device_flag()]
+        m = self.run(command, timeout)
+        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
+        return last_line(m.output)
+
+    def host_syncs(self, timeout: float) -> str:
+        command = [sys.executable, "-m", "cleanrl_utils.host_syncs",
+                   *self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps)]
+        m = self.run(command, timeout)
+        found = HOST_SYNCS.findall(m.output)
+        expect(m.returncode == 0 and bool(found), f"exit {m.returncode}: {last_line(m.output)}")
+        rows = [{"rollout_step": float(a), "minibatch": float(b), "iteration_rest": float(c), "how": how}
+                for a, b, c, how in found]
+        self.figures["host_syncs"] = rows
+        return "; ".join(f"{r['rollout_step']:g} per rollout step, {r['minibatch']:g} per minibatch, "
+                         f"{r['iteration_rest']:g} per iteration besides ({r['how']})" for r in rows)
+
+    def sps_run(self, name: str, timeout: float, *extra: str, num_envs: Optional[int] = None) -> dict[str, Any]:
+        runs = f"runs_sps_{name}"
+        m = self.run([sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra,
+                                                num_envs=num_envs)], timeout)
+        sps, steady = logged_sps(str(self.workdir / runs))
+        expect(m.returncode == 0 and sps is not None, f"{name}: exit {m.returncode}: {last_line(m.output)}")
+        row = {"config": name, "sps": sps, "steady_sps": steady or sps, "gpu_percent": m.gpu_percent,
+               "gpu_percents": m.gpu_percents, "cpu_percent": m.machine_cpu_percent, "wall_s": m.wall_s}
+        self.figures.setdefault("sps", []).append(row)
+        return row
+
+    def backends(self, timeout: float) -> str:
+        end = time.monotonic() + timeout
+        rows = [self.sps_run("sync", end - time.monotonic(), "--vector-env", "sync"),
+                self.sps_run("ale", end - time.monotonic(), "--vector-env", "ale"),
+                self.sps_run("envpool", end - time.monotonic(), "--vector-env", "envpool", "--env-threads",
+                             "2" if self.args.cpu else "16")]
+        fastest = max(rows, key=lambda r: r["steady_sps"])
+        self.figures["fastest_backend"] = fastest["config"]
+        return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
+
+    def many_envs(self, timeout: float) -> str:
+        end = time.monotonic() + timeout
+        backend = self.figures.get("fastest_backend", "envpool")
+        extra = ["--vector-env", backend] + (["--env-threads", "2" if self.args.cpu else "16"]
+                                              if backend == "envpool" else [])
+        rows = [self.sps_run(f"{backend}_{n}envs", end - time.monotonic(), *extra, num_envs=n)
+                for n in self.sizes.many_envs]
+        return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
+
+    def compiled(self, timeout: float) -> str:
+        backend = self.figures.get("fastest_backend", "sync")
+        row = self.sps_run(f"{backend}_compile", timeout, "--vector-env", backend, "--compile")
+        eager = next((r for r in self.figures.get("sps", []) if r["config"] == backend), None)
+        than = f" (eager {eager['steady_sps']:,.0f})" if eager else ""
+        return f"{backend} --compile {row['steady_sps']:,.0f} steady SPS{than}"
+
+    def memory_formats(self, timeout: float) -> str:
+        command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--no-compile",
+                   "--num-envs", str(self.sizes.num_envs), "--seconds", str(self.sizes.network_seconds)]
+        m = self.run(command, timeout)
+        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
+        rows = [r for r in json.loads(m.output.strip().splitlines()[-1]) if "error" not in r]
+        best = {}
+        for row in rows:
+            if row["training"] > best.get(row["form"], {}).get("training", 0.0):
+                best[row["form"]] = row
+        self.figures["network"] = rows
+        expect({"default", "channels_last"} <= set(best), f"forms measured: {sorted(best)}")
+        return ", ".join(f"{form}: inference {r['inference']:,.0f}, training {r['training']:,.0f} samples/s"
+                         for form, r in best.items())
+
+    def torchrun_ranks(self, ranks: int, timeout: float) -> str:
+        backend = ["--no-cuda"] if self.args.cpu else (["--backend", "nccl"] if ranks == 1 else [])
+        args = self.ppo(f"runs_torchrun{ranks}", self.sizes.sps_iterations, *backend, script=MULTIGPU_SCRIPT)
+        m = self.run(self.torchrun(ranks) + args, timeout)
+        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
+        world = re.search(r"world size (\d+) \((\w+), (\w+)\)", m.output)
+        expect(world is not None, "no 'world size' line")
+        expect(f"parameters identical on all {ranks} ranks" in m.output or ranks == 1, "the ranks' parameters differ")
+        sps, steady = logged_sps(str(self.workdir / f"runs_torchrun{ranks}"))
+        self.figures[f"torchrun_{ranks}"] = {"backend": world[2], "device": world[3], "sps": sps,
+                                             "steady_sps": steady, "gpu_percent": m.gpu_percent}
+        note = re.search(r"^note: local ranks.*$", m.output, re.M)
+        return f"{ranks} rank(s), {world[2]} on {world[3]}, {steady or sps or 0:,.0f} steady SPS" + (
+            f"; {note[0]}" if note else "")
+
+    def killed_worker(self, timeout: float) -> str:
+        log = self.workdir / "elastic.log"
+        flags = ["--no-cuda"] if self.args.cpu else []
+        args = self.ppo("runs_elastic", self.sizes.long_iterations, *flags, "--checkpoint-interval", "1",
+                        script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
+        proc = self.start_logged(self.torchrun(2, "--max-restarts=1") + args, log)
+        try:
+            wait_for(log, "checkpoint: iteration 1,", proc, timeout / 2)
+            workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
+            expect(len(workers) >= 1, "no worker of rank 1 found")
+            workers[0].send_signal(signal.SIGKILL)
+            code = self.finish(proc, timeout / 2)
+        finally:
+            stop_process_groups([proc], grace=5)
+        out = log.read_text()
+        resumed = re.search(r"resuming from iteration (\d+) .*\(torchrun restart 1\)", out)
+        expect(code == 0 and resumed is not None, f"exit {code}: {last_line(out)}")
+        return f"rank 1 killed; torchrun restarted the ranks, resumed at iteration {resumed[1]}, finished"
+
+    def stop_resume_ranks(self, timeout: float) -> str:
+        log = self.workdir / "stop2.log"
+        flags = ["--no-cuda"] if self.args.cpu else []
+        args = self.ppo("runs_stop2", self.sizes.long_iterations, *flags, "--run-name", "stop2",
+                        "--checkpoint-interval", "1", script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
+        proc = self.start_logged(self.torchrun(2) + args, log)
+        try:
+            wait_for(log, "checkpoint: iteration 1,", proc, timeout / 2)
+            proc.send_signal(signal.SIGTERM)  # torchrun passes it on to its ranks
+            code = self.finish(proc, 60)
+        finally:
+            stop_process_groups([proc], grace=5)
+        stopped = re.search(r"stopped after iteration (\d+)", log.read_text())
+        expect(code != 0 and stopped is not None, f"exit {code}, no 'stopped after iteration': "
+                                                  f"{last_line(log.read_text())}")
+        m = self.run(self.torchrun(2) + args + ["--resume"], timeout / 2)
+        expect(m.returncode == 0 and "resuming from iteration" in m.output, f"exit {m.returncode}: "
+                                                                           f"{last_line(m.output)}")
+        return f"2 ranks stopped after iteration {stopped[1]} (torchrun exit {code}), resumed and finished"
+
+    def gpu_use(self, timeout: float) -> str:
+        rows = self.figures.get("sps", [])
+        expect(bool(rows), "no throughput run to read it from")
+        fastest = max(rows, key=lambda r: r["steady_sps"])
+        self.figures["gpu_use_of_fastest"] = {"config": fastest["config"], "gpu_percent": fastest["gpu_percent"],
+                                              "gpu_percents": fastest["gpu_percents"]}
+        if self.args.cpu:
+            return f"no GPU in --cpu mode (fastest run: {fastest['config']})"
+        expect(fastest["gpu_percent"] is not None, "no GPU sample during the fastest run")
+        return f"{fastest['gpu_percent']:.0f}% during {fastest['config']} (mean of nvidia-smi samples every 0.5 s)"
+
+    def all_steps(self) -> None:
+        device = "cpu" if self.args.cpu else "cuda"
+        self.step("versions", 40, self.versions)
+        self.step(f"ppo_atari.py on {device}: 2 iterations, --save-model", 90, self.train_and_save)
+        self.step("ppo_atari.py: SIGTERM stop (143, checkpoint)", 90, self.stop_resume)
+        self.step(f"ppo_atari.py: --resume on {device}", 90, lambda t: self.resume("stop", self.device_flag(), t))
+        self.step(f"ppo_atari.py: {device} checkpoint resumed with --no-cuda", 120,
+                  lambda t: self.resume("stop_cpu", "--no-cuda", t))
+        self.step(f"eval CLI on {device}", 60, self.evaluate)
+        self.step("host syncs per rollout step and minibatch", 90, self.host_syncs)
+        self.step("steady SPS: sync, ale, envpool", 150, self.backends)
+        self.step("steady SPS: more envs on the fastest backend", 120, self.many_envs)
+        self.step("steady SPS: --compile", 150, self.compiled)
+        self.step(f"network on {device}: NCHW vs channels_last", 60, self.memory_formats)
+        self.step("torchrun: 1 rank" + ("" if self.args.cpu else " (nccl)"), 90, lambda t: self.torchrun_ranks(1, t))
+        self.step("torchrun: 2 ranks on one device", 90, lambda t: self.torchrun_ranks(2, t))
+        self.step("torchrun: elastic restart after a killed worker", 120, self.killed_worker)
+        self.step("torchrun: SIGTERM stop and resume of 2 ranks", 120, self.stop_resume_ranks)
+        self.step("GPU utilisation during the fastest run", 5, self.gpu_use)
+
+    # ------------------------------------------------------------ report
+
+    def write(self, out_dir: Path) -> Path:
+        name = re.sub(r"[^A-Za-z0-9]+", "-", self.gpus[0].name).strip("-") if self.gpus else "cpu"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        results = {"mode": "cpu" if self.args.cpu else "gpu", "gpus": [gpu.__dict__ for gpu in self.gpus],
+                   "budget_s": self.args.budget, "duration_s": round(time.monotonic() - self.start, 1),
+                   "steps": self.steps, "figures": self.figures, "sizes": self.sizes.__dict__,
+                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        (out_dir / f"gpu_{name}.json").write_text(json.dumps(results, indent=1, default=str))
+        passed = sum(s["ok"] for s in self.steps)
+        lines = [f"# GPU check: `{name}`", "",
+                 f"Written by `bash benchmark/gpu_check.sh{' --cpu' if self.args.cpu else ''}` on {results['date']}, "
+                 f"{results['duration_s']:.0f} s of a {self.args.budget:.0f} s budget; {passed} of "
+                 f"{len(self.steps)} steps passed. Sizes: {self.sizes.num_envs} envs x {self.sizes.num_steps} steps, "
+                 f"throughput runs of {self.sizes.sps_iterations} iterations (steady SPS: after the first). Figures "
+                 f"in `gpu_{name}.json`.", ""]
+        if self.args.cpu:
+            lines += ["**`--cpu` mode: every step on CPU with tiny sizes and `torch.compile` disabled; a check of the "
+                      "tool, not a measurement.**", ""]
+        lines += ["| step | result | s | |", "|---|---|---|---|"]
+        lines += [f"| {s['step']} | {'PASS' if s['ok'] else 'FAIL'} | {s['seconds']:.0f} | "
+                  f"{s['summary'].replace('|', '/')} |" for s in self.steps]
+        if self.figures.get("sps"):
+            lines += ["", "| throughput run | SPS | steady SPS | GPU % | CPU % (machine) |", "|---|---|---|---|---|"]
+            for r in self.figures["sps"]:
+                gpu = "-" if r["gpu_percent"] is None else f"{r['gpu_percent']:.0f}"
+                cpu = "-" if r["cpu_percent"] is None else f"{r['cpu_percent']:.0f}"
+                lines.append(f"| {r['config']} | {r['sps']:,.0f} | {r['steady_sps']:,.0f} | {gpu} | {cpu} |")
+        lines += ["", "```", self.figures.get("nvidia_smi", "").strip() or "(no nvidia-smi)", "```", ""]
+        path = out_dir / f"gpu_{name}.md"
+        path.write_text("\n".join(lines))
+        return path
+
+
+def main(args: Args) -> int:
+    if args.budget <= 0:
+        raise SystemExit(f"error: --budget must be positive, got {args.budget}")
+    out_dir = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="gpu_check_report_")) if args.cpu
+                                                 else REPO / "docs" / "benchmarks")
+    check = Check(args)
+    if not args.cpu and not check.gpus:
+        raise SystemExit("error: torch sees no CUDA device here; `--cpu` checks this tool on CPU instead")
+    try:
+        check.all_steps()
+    finally:
+        path = check.write(out_dir)
+        shutil.rmtree(check.workdir, ignore_errors=True)
+    failed = [s["step"] for s in check.steps if not s["ok"]]
+    print(f"wrote {path} ({len(check.steps) - len(failed)} of {len(check.steps)} steps passed, "
+          f"{time.monotonic() - check.start:.0f} s)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(tyro.cli(Args)))

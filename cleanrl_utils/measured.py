@@ -1,0 +1,208 @@
+"""A command run and measured while it runs, for the benchmark tools (throughput.py, seed_claims.py, gpu_check.py):
+the CPU use of its process tree, the machine's CPU use, the use of every GPU this process's CUDA would see, and the
+tree's peak resident memory."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import psutil
+
+from cleanrl_utils.placement import usable_cores
+from cleanrl_utils.processes import stop_process_groups
+
+REPO = Path(__file__).resolve().parent.parent
+GPU_QUERY_TIMEOUT_S = 5.0
+"""longest wait for one nvidia-smi answer (a hung driver must not hang the measurement)"""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    """CUDA's index (after CUDA_VISIBLE_DEVICES)"""
+    name: str
+    uuid: str
+    """as nvidia-smi writes it: GPU-xxxxxxxx-..."""
+
+
+_PROBE = (
+    "import json, torch; print(json.dumps([(torch.cuda.get_device_name(i), str(torch.cuda.get_device_properties(i)"
+    ".uuid)) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []))"
+)
+
+
+def _gpu_uuid(uuid: str) -> str:
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+@functools.lru_cache(maxsize=1)
+def visible_gpus(timeout: float = 120.0) -> tuple[Gpu, ...]:
+    """The GPUs torch would use here, in CUDA's order (CUDA_VISIBLE_DEVICES respected, by index or UUID), asked in
+    a child process so that this one creates no CUDA context. None without nvidia-smi or CUDA."""
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    try:
+        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout).stdout
+        found = json.loads(out.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
+        return ()
+    return tuple(Gpu(index, name, _gpu_uuid(uuid)) for index, (name, uuid) in enumerate(found))
+
+
+def gpu_utilisation(uuids: Sequence[str], timeout: Optional[float] = None) -> Optional[dict[str, float]]:
+    """Utilisation % of each GPU of `uuids` now (nvidia-smi); None if nvidia-smi did not answer within `timeout`
+    seconds (default GPU_QUERY_TIMEOUT_S)."""
+    timeout = GPU_QUERY_TIMEOUT_S if timeout is None else timeout
+    command = ["nvidia-smi", "--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=timeout).stdout
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    wanted = {uuid.lower() for uuid in uuids}
+    found = {}
+    for line in out.splitlines():
+        uuid, _, value = (part.strip() for part in line.partition(","))
+        if uuid.lower() in wanted and value.isdigit():
+            found[uuid] = float(value)
+    return found
+
+
+class TreeSampler:
+    """Samples, every `interval` seconds in the background, a process and all its descendants.
+
+    CPU: each sample adds, for every process of the tree, the CPU time (user + system) it used since the previous
+    sample (for the processes already there when the sampler is built: since then; for a process seen for the first
+    time: all of it, it started since). This is what summing ``psutil.Process.cpu_percent`` over the tree measures,
+    but a child that lives shorter than one interval still counts. The CPU time of a process's last interval before
+    it exits is lost (keep the interval short against the run). Also the machine's CPU % (all processes, others'
+    included), the tree's resident memory, and the utilisation of each GPU of `gpus` (UUIDs).
+    """
+
+    def __init__(self, pid: int, interval: float = 0.5, cores: Optional[int] = None, gpus: Sequence[str] = ()):
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.cores = cores or usable_cores()
+        self.cpu_seconds = 0.0
+        self.busy: list[float] = []  # per sample: share of `cores` the tree kept busy
+        self.machine_cpu: list[float] = []
+        self.peak_rss = 0
+        self.gpus = list(gpus)
+        self.gpu: dict[str, list[float]] = {uuid: [] for uuid in self.gpus}
+        self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._wall = time.perf_counter()
+        self.sample(count=False)  # what the tree used before is not counted
+        self._start = self._wall
+
+    def sample(self, count: bool = True) -> None:
+        try:
+            tree = [self.root] + self.root.children(recursive=True)
+        except psutil.Error:
+            return
+        used, rss = 0.0, 0
+        for proc in tree:
+            try:
+                key = (proc.pid, proc.create_time())
+                times = proc.cpu_times()
+                rss += proc.memory_info().rss
+            except psutil.Error:
+                continue
+            now = times.user + times.system
+            used += now - self._last.get(key, 0.0)
+            self._last[key] = now
+        wall = time.perf_counter()
+        if count:
+            self.cpu_seconds += used
+            self.busy.append(used / max(wall - self._wall, 1e-9) / self.cores)
+            self.machine_cpu.append(psutil.cpu_percent(None))
+            self.peak_rss = max(self.peak_rss, rss)
+            if self.gpus:
+                now_gpu = gpu_utilisation(self.gpus)
+                if now_gpu is None:  # nvidia-smi hung: no more GPU samples
+                    self.gpus = []
+                for uuid, value in (now_gpu or {}).items():
+                    self.gpu[uuid].append(value)
+        else:
+            psutil.cpu_percent(None)  # the machine's next sample covers the time since now
+        self._wall = wall
+
+    @property
+    def mean_busy(self) -> float:
+        """CPU seconds of the tree / (wall seconds x cores) over the sampled time."""
+        return self.cpu_seconds / max(self._wall - self._start, 1e-9) / self.cores
+
+    def __enter__(self) -> "TreeSampler":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Measured:
+    output: str
+    returncode: int
+    wall_s: float
+    tree_busy: float
+    """mean share of the usable cores the process tree kept busy"""
+    tree_busy_p90: float
+    machine_cpu_percent: Optional[float]
+    """all processes of the machine (others' included)"""
+    gpu_percent: Optional[float]
+    """mean utilisation of the visible GPUs (None: no GPU, or no sample)"""
+    peak_rss_mib: float
+    gpu_percents: dict[str, float] = field(default_factory=dict)
+    """mean utilisation of each visible GPU, by UUID"""
+
+
+def repo_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """This environment with the repository on PYTHONPATH (and `extra`)."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONPATH=path, **(extra or {}))
+
+
+def run_measured(command: list[str], cwd: str, timeout: float, interval: float = 0.5,
+                 gpus: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None) -> Measured:
+    """Run `command` with the repository on PYTHONPATH, measuring it (TreeSampler) on the GPUs `gpus` (UUIDs;
+    default: every visible one). A run past `timeout` is stopped with all its processes."""
+    if gpus is None:
+        gpus = [gpu.uuid for gpu in visible_gpus()]
+    start = time.perf_counter()
+    # a process group of its own, so that a stop reaches torchrun's ranks and env processes too
+    proc = subprocess.Popen(command, cwd=cwd, env=repo_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    with TreeSampler(proc.pid, interval, gpus=gpus) as tree:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_process_groups([proc])
+            out = proc.communicate()[0] + f"\n(stopped after {timeout:.0f} s)"
+        except BaseException:  # Ctrl-C, SIGTERM: no run left behind
+            stop_process_groups([proc])
+            raise
+    per_gpu = {uuid: float(np.mean(values)) for uuid, values in tree.gpu.items() if values}
+    return Measured(
+        output=out, returncode=proc.returncode, wall_s=time.perf_counter() - start, tree_busy=tree.mean_busy,
+        tree_busy_p90=float(np.percentile(tree.busy, 90)) if tree.busy else float("nan"),
+        machine_cpu_percent=float(np.mean(tree.machine_cpu)) if tree.machine_cpu else None,
+        gpu_percent=float(np.mean(list(per_gpu.values()))) if per_gpu else None, peak_rss_mib=tree.peak_rss / 2**20,
+        gpu_percents=per_gpu,
+    )

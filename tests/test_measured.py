@@ -1,0 +1,101 @@
+"""cleanrl_utils/measured.py: the process-tree sampler (CPU of a tree of processes, its memory), the GPUs it samples
+(selected by UUID, with a timeout), and a measured run."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from cleanrl_utils import measured
+
+# burns `cpu` seconds of CPU, prints its own CPU time, then idles so that the sampler sees all of it
+BUSY = textwrap.dedent("""
+    import subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[1]]) if sys.argv[2:] else None
+    while time.process_time() < 0.8:
+        pass
+    if child:
+        child.wait()
+    print(time.process_time(), flush=True)
+    time.sleep(0.6)
+""")
+
+
+def test_tree_sampler_counts_a_busy_child_and_its_grandchild():
+    # a process that starts a busy grandchild and is busy itself: the tree used about the CPU time both report
+    # (grandchild's lines: the part BUSY prints for the child it started; it prints last)
+    proc = subprocess.Popen([sys.executable, "-c", BUSY, BUSY, "spawn"], stdout=subprocess.PIPE, text=True)
+    with measured.TreeSampler(proc.pid, interval=0.1, cores=2) as tree:
+        out, _ = proc.communicate(timeout=60)
+    reported = sum(float(x) for x in out.split())
+    assert len(out.split()) == 2 and reported >= 1.6
+    assert tree.cpu_seconds == pytest.approx(reported, rel=0.15)
+    assert 0 < tree.mean_busy <= 1.05
+    assert len(tree.busy) >= 5
+
+
+def test_tree_sampler_of_an_idle_process_is_near_zero():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    with measured.TreeSampler(proc.pid, interval=0.1, cores=2) as tree:
+        proc.wait(timeout=30)
+    assert tree.cpu_seconds < 0.3  # the interpreter's start-up only
+    assert tree.mean_busy < 0.15
+
+
+def test_tree_sampler_leaves_out_what_the_tree_used_before():
+    # this test process has spent seconds of CPU importing torch; a sampler of it counts only from its start on
+    assert psutil.Process().cpu_times().user > 1.0
+    with measured.TreeSampler(os.getpid(), interval=0.1, cores=2) as tree:
+        time.sleep(0.6)
+    assert tree.cpu_seconds < 0.2
+    assert tree.mean_busy < 0.15
+
+
+def fake_nvidia_smi(tmp_path, monkeypatch, body: str) -> None:
+    """An `nvidia-smi` first on PATH that runs `body` (Python)."""
+    path = tmp_path / "nvidia-smi"
+    path.write_text(f"#!{sys.executable}\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+THREE_GPUS = textwrap.dedent("""
+    import sys
+    assert sys.argv[1:] == ["--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"], sys.argv
+    print("GPU-aaaa, 10")
+    print("GPU-bbbb, 55")
+    print("GPU-cccc, [N/A]")
+""")
+
+
+def test_gpu_utilisation_of_the_visible_gpus_by_uuid(tmp_path, monkeypatch):
+    # CUDA sees the 2nd and 3rd GPU of the machine (e.g. CUDA_VISIBLE_DEVICES=1,2): GPU 0 is not theirs
+    fake_nvidia_smi(tmp_path, monkeypatch, THREE_GPUS)
+    assert measured.gpu_utilisation(["GPU-bbbb", "GPU-cccc"]) == {"GPU-bbbb": 55.0}
+
+
+def test_a_hung_nvidia_smi_stops_the_gpu_samples_not_the_run(tmp_path, monkeypatch):
+    fake_nvidia_smi(tmp_path, monkeypatch, "import time; time.sleep(30)")
+    start = time.perf_counter()
+    assert measured.gpu_utilisation(["GPU-aaaa"], timeout=0.5) is None
+    assert time.perf_counter() - start < 5
+    monkeypatch.setattr(measured, "GPU_QUERY_TIMEOUT_S", 0.5)
+    result = measured.run_measured([sys.executable, "-c", "import time; time.sleep(1.5)"], str(tmp_path), 60,
+                                   interval=0.2, gpus=["GPU-aaaa"])
+    assert result.returncode == 0 and result.gpu_percent is None and result.wall_s < 10
+
+
+def test_a_measured_run_reports_its_gpus_and_cpu(tmp_path, monkeypatch):
+    fake_nvidia_smi(tmp_path, monkeypatch, THREE_GPUS)
+    command = [sys.executable, "-c", "import time\nwhile time.process_time() < 0.6: pass\nprint('done')"]
+    result = measured.run_measured(command, str(tmp_path), 60, interval=0.1, gpus=["GPU-aaaa", "GPU-bbbb"])
+    assert result.returncode == 0 and result.output.strip() == "done"
+    assert result.gpu_percents == {"GPU-aaaa": 10.0, "GPU-bbbb": 55.0} and result.gpu_percent == 32.5
+    assert result.tree_busy > 0 and result.peak_rss_mib > 1
