@@ -11,7 +11,7 @@
 # Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), threads sized to the machine, and each
 # iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line). On a GPU the loop
 # waits for the device once per rollout step (the actions the envs need) and once per update (its numbers read back):
-# `python -m cleanrl_utils.host_syncs cleanrl/ppo_atari.py` counts these host syncs.
+# `python -m cleanrl_utils.host_syncs <this script> [its args]` counts these host syncs.
 # Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
@@ -119,7 +119,7 @@ class Args:
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
     target_kl: Optional[float] = None
-    """the target KL divergence threshold (checked once per epoch: one host sync per epoch on a GPU)"""
+    """the target KL divergence threshold (checked once per epoch: a host sync on a GPU)"""
 
     # to be filled in runtime (not command-line flags)
     batch_size: tyro.conf.Suppress[int] = 0
@@ -373,7 +373,7 @@ if __name__ == "__main__":
 
         print(
             f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, "
-            f"minibatch {args.minibatch_size}, {args.num_iterations} {'iteration' if args.num_iterations == 1 else 'iterations'}, "
+            f"minibatch {args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, "
             f"{threads.describe(args.vector_env)}, logs in {run_dir}",
             flush=True,
         )
