@@ -15,7 +15,7 @@ for the device on CUDA (each one was checked to reach `__torch_function__` in to
 
 - reading a value back: `Tensor.item`, `.cpu`, `.numpy`, `.tolist`, `__bool__` (an `if` on a tensor), `__float__`,
   `__int__`, `__index__`, `__array__` (`np.asarray`), `__format__`, `__repr__`, `__contains__` (`x in t`). A read
-  of the result of a counted `.cpu()` (`t.cpu().numpy()`) is the same transfer and is not counted again;
+  of the result of a counted `.cpu()` right after it (`t.cpu().numpy()`) is the same transfer, not counted again;
 - a blocking upload: tensor creation from Python or numpy data with a `device` (`torch.tensor(data, device=...)`,
   `torch.as_tensor`), indexing a tensor with a numpy array or a Python list, or assigning a numpy array into it
   (the index or the values go to the device with a blocking copy from pageable memory), and, in the script's own
@@ -76,16 +76,14 @@ def loop_lines(path: str) -> dict[str, tuple[int, int]]:
             continue
         names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
         lines = (node.lineno, node.end_lineno or node.lineno)
+        assigned = {n.id for st in node.body if isinstance(st, ast.Assign) for t in st.targets for n in ast.walk(t)
+                    if isinstance(n, ast.Name)}  # fmt: skip
         if "step" in names:
             found["rollout"] = lines
-        elif "mb_inds" in names or any(
-            isinstance(n, ast.Name) and n.id == "mb_inds" and isinstance(n.ctx, ast.Store)
-            for statement in node.body
-            for n in ast.walk(statement)
-        ):
-            found.setdefault("minibatch", lines)
         elif "iteration" in names:
             found["iteration"] = lines
+        elif "mb_inds" in names | assigned:  # `for mb_inds in ...` or CleanRL's `mb_inds = b_inds[start:end]`
+            found.setdefault("minibatch", lines)
     if "iteration" not in found:
         fail(f"{path}: found no iteration loop (`for iteration in ...`): nothing to count syncs per iteration in")
     return found
@@ -141,6 +139,7 @@ class HostSyncCounter(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         what = self.classify(func, args, kwargs)
+        self.last_transfer = None  # only the very next call may read the result of a transfer for free
         result = func(*args, **kwargs)
         if what:
             self.count.record(what)
@@ -151,8 +150,8 @@ class HostSyncCounter(TorchFunctionMode):
     def classify(self, func, args, kwargs) -> Optional[str]:
         name = getattr(func, "__name__", str(func))
         if func in READS:
-            if args and args[0] is self.last_transfer:
-                return None  # the host copy of a counted transfer
+            if args and args[0] is self.last_transfer and func is not Tensor.cpu:
+                return None  # `t.cpu().numpy()`: the host copy of the transfer just counted
             return f"Tensor.{name}"
         if func in CREATIONS:
             data = args[0] if args else kwargs.get("data")
