@@ -2,7 +2,7 @@
 # Throughput benchmark, one command (docs/throughput.md explains the numbers and the targets):
 #   physical bound (raw emulator x cores), env-only steps/s per backend at 8/16/32 envs, the Nature CNN's
 #   inference/training samples/s per form (layout, torch.compile, threads) and PPO's compute bound, end-to-end SPS
-#   of cleanrl/ppo_atari.py per backend with and without --overlap (time split, CPU/GPU utilisation, peak RSS),
+#   of cleanrl/ppo_atari.py per backend (time split, CPU/GPU utilisation, peak RSS),
 #   and 1 vs 2 torchrun ranks of cleanrl/ppo_atari_multigpu.py.
 # Writes docs/benchmarks/throughput_<machine>.md, .json and two PNG plots (needs the `plot` extra: matplotlib).
 # 5-8 minutes on a 2-core CPU VM (301 s and 298 s measured on a fast hour; the same VM's slow hours take up to 1.6x

@@ -9,8 +9,8 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
    without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
    ``1 / (1/inference + epochs/training)`` agent steps/s;
-4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, with and without
-   ``--overlap``, overall and after the first iteration (steady state), its time split (env / inference /
+4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
+   first iteration (steady state), its time split (env / inference /
    learning, from the script's ``perf:`` line), the average CPU
    utilisation of the machine, GPU utilisation when there is a GPU, and peak resident memory (process tree);
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
@@ -339,17 +339,15 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     return None, None
 
 
-def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[str, Any]:
+def end_to_end(backend: str, args: Args, workdir: str) -> dict[str, Any]:
     steps = args.e2e_iterations * args.num_envs * 128
-    runs = os.path.join(workdir, f"runs_{backend}" + ("_overlap" if overlap else ""))
+    runs = os.path.join(workdir, f"runs_{backend}")
     command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
                "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
                "--env-id", args.env_id]
-    if overlap:
-        command.append("--overlap")
     out, sampler, wall = run_and_sample(command, workdir, timeout=300)
     match = re.search(r"^perf: (.*)$", out, re.M)
-    row: dict[str, Any] = {"backend": backend + (" --overlap" if overlap else ""), "wall_s": wall}
+    row: dict[str, Any] = {"backend": backend, "wall_s": wall}
     if match is None:
         row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
         return row
@@ -651,10 +649,9 @@ def main(args: Args) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         results["e2e"] = []
         for backend in backends:
-            for overlap in ([False, True] if backend != "sync" else [False]):
-                row = end_to_end(backend, overlap, args, workdir)
-                results["e2e"].append(row)
-                print(f"e2e {row}", flush=True)
+            row = end_to_end(backend, args, workdir)
+            results["e2e"].append(row)
+            print(f"e2e {row}", flush=True)
         results["multigpu"] = []
         if args.multigpu and MULTIGPU_SCRIPT.exists():
             plain = [r for r in results["e2e"] if "sps" in r and " " not in r["backend"]]

@@ -40,7 +40,8 @@ for iteration in range(1, 4):  # as the scripts count: the last one is the numbe
     "call, counted",
     [
         ("x[0].item()", 1), ("x.sum().item()", 1), ("float(x[0])", 1), ("int(x[0])", 1), ("bool(x[0] > 0)", 1),
-        ("x.tolist()", 1), ("x.cpu().numpy()", 1), ("np.asarray(x)", 1), ("f'{x[0]:.1f}'", 1), ("[0, 1][x.long()[1]]", 1),
+        ("x.tolist()", 1), ("x.cpu().numpy()", 1), ("np.asarray(x)", 1), ("f'{x[0]:.1f}'", 1),
+        ("[0, 1][x.long()[1]]", 1),
         ("x[mb_inds]", 1), ("x[[0, 1]]", 1), ("x[x > 1]", 1), ("x.nonzero()", 1), ("x.to('cpu')", 1),
         ("torch.tensor([1.0], device=x.device)", 1), ("torch.as_tensor(mb_inds, device=x.device)", 1),
         ("x.to('cpu', non_blocking=True)", 0), ("x[torch.from_numpy(mb_inds)]", 0), ("torch.from_numpy(mb_inds)", 0),

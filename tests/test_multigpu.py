@@ -200,9 +200,9 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
             proc.kill()
     output = log.read_text()
     assert code != 0
-    stopped = re.search(r"stopped after iteration (\d+) \(global step (\d+)\)", output)
+    stopped = re.search(r"stopped at global step (\d+);", output)
     assert stopped, output[-4000:]
-    stop_iteration = int(stopped[1])
+    stop_iteration = int(stopped[1]) // TINY_BATCH
     run_dir = tmp_path / "runs" / "preempted"
     ckpt = load_checkpoint(run_dir)
     assert ckpt["iteration"] == stop_iteration < iterations
