@@ -241,6 +241,27 @@ def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
     assert all(" SPS: " in line and " ETA: " in line for line in progress), progress
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_first_lines_name_the_device_and_what_differs_from_the_arguments(tmp_path, script):
+    run = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
+    result = run_script([script, *run, "--total-timesteps", "20", "--runs-dir", str(tmp_path / "runs")],
+                        cwd=tmp_path, timeout=200, env=FAST)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("run ") and "cpu" in lines[0], lines[0]
+    assert " 1 iteration;" in lines[0] or " 1 iteration," in lines[0], lines[0]
+    assert "env threads" not in lines[0]  # the sync backend has none
+    # no CUDA here (the tests run on CPU): --cuda, the default, says so in one line
+    assert "note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)" in lines
+    assert "note: --total-timesteps 20 is not a multiple of the batch (16): runs 16 steps" in lines
+    assert [s for s, _ in read_scalars(find_run_dir(tmp_path / "runs"), "losses/value_loss")] == [16]
+    result = run_script([script, *run, "--total-timesteps", "32", "--no-cuda", "--runs-dir", str(tmp_path / "r2")],
+                        cwd=tmp_path, timeout=200, env=FAST)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "2 iterations" in result.stdout and "note:" not in result.stdout.replace("note: single process", "")
+
+
 # ---------------------------------------------------------------- bad input
 
 
