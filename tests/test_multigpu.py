@@ -96,7 +96,7 @@ def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "world size 2" in output and "envs: 8 per rank, 16 in all" in output, output[-3000:]
-    assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iterations" in output
+    assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iteration;" in output
     digest = assert_ranks_identical(output, 2)
     # the printed hash is really the hash of the parameters: rank 0's saved model has it
     run_dir = next((tmp_path / "runs").iterdir())
