@@ -470,12 +470,13 @@ if __name__ == "__main__":
             if ckpt is not None:
                 again = f" (torchrun restart {restart})" if restart else ""
                 print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
-            if args.track:
-                import wandb
+        if args.track and rank0:
+            import wandb
 
-                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                           id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                           save_code=True)  # fmt: skip
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                       id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                       save_code=True)  # fmt: skip
+        if rank0:
             from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU (once per rank)
 
             # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
