@@ -8,38 +8,40 @@
 # The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
 # the env ignores (reward 0). Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
 #
-# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), `--overlap`, threads sized to the machine,
-# and each iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line).
+# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), threads sized to the machine, and each
+# iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line). On a GPU the loop
+# waits for the device once per rollout step (the actions the envs need) and once per update (its numbers read back):
+# `python -m cleanrl_utils.host_syncs <this script> [its args]` counts these host syncs.
 # Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
 # Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
 # threads that step right after inference (docs/throughput.md). Set before torch loads; an explicit value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import contextlib
 import random
 import sys
 import time
 from dataclasses import dataclass
 from typing import Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
-from torch.utils.tensorboard import SummaryWriter
 
 from cleanrl_utils.checkpoint import StopSignals, find_checkpoint, interrupts_ignored, restore_rng, rng_state
 from cleanrl_utils.checkpoint import save_checkpoint, save_model
 from cleanrl_utils.checks import check_atari_env_id, check_batch
 from cleanrl_utils.malloc import keep_freed_memory
-from cleanrl_utils.overlap import OverlappedVectorEnv
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
 from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, check_positive
 from cleanrl_utils.runs import prepare_run_dir, resolve_run_name
-from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
+from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
 @dataclass
@@ -78,12 +80,10 @@ class Args:
     """the id of the environment"""
     vector_env: VectorEnvBackend = "sync"
     """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
-    overlap: bool = False
-    """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0
     """C++ stepping threads of an envpool pool (0: cores of this machine // ranks on this node); ale: one per env"""
     torch_threads: int = 0
-    """torch threads per rank (0: cores of this machine // ranks on this node; 1 for inference with --overlap)"""
+    """torch threads per rank (0: cores of this machine // ranks on this node)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -117,7 +117,7 @@ class Args:
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
     target_kl: Optional[float] = None
-    """the target KL divergence threshold"""
+    """the target KL divergence threshold (checked once per epoch: a host sync on a GPU)"""
 
     # to be filled in runtime (not command-line flags)
     batch_size: tyro.conf.Suppress[int] = 0
@@ -128,13 +128,11 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def make_vector_env(args: Args, run_name: str, env_threads: int = 0) -> OverlappedVectorEnv:
-    """All `num_envs` envs (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards): one vector env, or with
-    --overlap two halves that step in turn (env i is seeded with seed + i either way)."""
+def make_vector_env(args: Args, run_name: str, env_threads: int = 0) -> gym.vector.VectorEnv:
+    """All `num_envs` envs (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards); env i is seeded with
+    seed + i."""
     kwargs = dict(env_threads=env_threads, seed=args.seed, capture_video=args.capture_video, run_name=run_name)
-    if args.overlap:
-        return OverlappedVectorEnv(split_groups(args.vector_env, args.env_id, args.num_envs, **kwargs))
-    return OverlappedVectorEnv([make_atari_vector_env(args.vector_env, args.env_id, args.num_envs, **kwargs)])
+    return make_atari_vector_env(args.vector_env, args.env_id, args.num_envs, **kwargs)
 
 
 def episode_stats(infos: dict) -> list[tuple[float, int]]:
@@ -194,7 +192,7 @@ class Agent(nn.Module):
     def get_action_and_value(self, x, action=None):
         hidden = self.hidden(x)
         logits = self.actor(hidden)
-        probs = Categorical(logits=logits)
+        probs = Categorical(logits=logits, validate_args=False)  # no argument checks: each would wait for the GPU
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
@@ -208,57 +206,33 @@ def obs_buffer(num_steps: int, num_envs: int, frame_shape: tuple, device: torch.
     return obs.permute(0, 1, 4, 2, 3)
 
 
+def print_setup_notes(args: Args, device: torch.device) -> None:
+    """What the run does other than the user may think: CPU although --cuda is on, fewer steps than asked."""
+    if args.cuda and device.type == "cpu":
+        print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
+    if args.num_iterations * args.batch_size != args.total_timesteps:
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+            f"runs {args.num_iterations * args.batch_size} steps",
+            flush=True,
+        )
+
+
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
     """Generalized advantage estimation over a rollout of shape [num_steps, num_envs].
 
     `dones[t]` is 1 when `obs[t]` starts a new episode, so the value of step t+1 is bootstrapped only when
-    `dones[t + 1]` is 0 (`next_done` plays that part after the last step).
+    `dones[t + 1]` is 0 (`next_done` plays that part after the last step). The TD errors of all steps are computed
+    at once; only the backward recursion is a loop.
     """
-    num_steps = rewards.shape[0]
+    nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
+    nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
+    deltas = rewards + gamma * nextvalues * nextnonterminal - values
     advantages = torch.zeros_like(rewards)
     lastgaelam = 0
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    for t in reversed(range(rewards.shape[0])):
+        advantages[t] = lastgaelam = deltas[t] + gamma * gae_lambda * nextnonterminal[t] * lastgaelam
     return advantages, advantages + values
-
-
-def collect_rollout(envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer):
-    """Step every env `num_steps` times with the policy, filling the buffers in place.
-
-    `envs.rollout` calls `act` for the envs `e` it is about to step (all of them, or with --overlap one half while
-    the other half steps) and `observe` with their outcome. Returns the observation and done flags after the last
-    step (for the bootstrap) and the (return, length) of every game that ended.
-    """
-    next_obs, next_done = next_obs.clone(), next_done.clone()
-    episodes = []
-
-    def act(step, e):
-        with timer("inference"):
-            obs[step, e] = next_obs[e]
-            dones[step, e] = next_done[e]
-            with torch.inference_mode():
-                action, logprob, _, value = agent.get_action_and_value(next_obs[e])
-            values[step, e] = value.flatten()
-            actions[step, e] = action
-            logprobs[step, e] = logprob
-            return action.cpu().numpy()
-
-    def observe(step, e, outcome):
-        next_obs_np, reward, terminations, truncations, infos = outcome
-        rewards[step, e] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-        next_obs[e] = torch.as_tensor(next_obs_np, device=device)
-        next_done[e] = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
-        episodes.extend(episode_stats(infos))
-
-    envs.rollout(obs.shape[0], act, observe, timer)
-    return next_obs, next_done, episodes
 
 
 def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int):
@@ -273,11 +247,13 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
 def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
     """The PPO epochs on the batch; `epochs` yields, per epoch, the minibatch index arrays.
 
-    Returns the last minibatch's losses and the mean clip fraction.
+    Returns the last minibatch's losses and the mean clip fraction. No host sync per minibatch: the indices go to the
+    device without waiting, and every number is read back in one transfer at the end.
     """
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
+            mb_inds = torch.from_numpy(mb_inds).to(b_obs.device, non_blocking=True)
             _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
             ratio = logratio.exp()
@@ -286,7 +262,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
                 # calculate approx_kl http://joschu.net/blog/kl-approx.html
                 old_approx_kl = (-logratio).mean()
                 approx_kl = ((ratio - 1) - logratio).mean()
-                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]
 
             mb_advantages = b_advantages[mb_inds]
             if args.norm_adv:
@@ -320,20 +296,24 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
-        if args.target_kl is not None and approx_kl > args.target_kl:
+        if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
             break
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
+    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
     return {
-        "value_loss": v_loss.item(),
-        "policy_loss": pg_loss.item(),
-        "entropy": entropy_loss.item(),
-        "old_approx_kl": old_approx_kl.item(),
-        "approx_kl": approx_kl.item(),
+        "value_loss": v_loss,
+        "policy_loss": pg_loss,
+        "entropy": entropy_loss,
+        "old_approx_kl": old_approx_kl,
+        "approx_kl": approx_kl,
         "clipfrac": float(np.mean(clipfracs)),
     }
 
 
 if __name__ == "__main__":
     args = tyro.cli(Args)
+
+    # everything that can be checked is checked here, before the run writes anything
     check_positive(
         num_envs=args.num_envs,
         num_steps=args.num_steps,
@@ -342,21 +322,19 @@ if __name__ == "__main__":
         total_timesteps=args.total_timesteps,
         learning_rate=args.learning_rate,
     )
-    check_atari_env_id(args.env_id)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
-    check_non_negative(
-        env_threads=args.env_threads, torch_threads=args.torch_threads, checkpoint_interval=args.checkpoint_interval
-    )
-    check_backend(args.vector_env, args.num_envs, args.overlap, args.capture_video)
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = resolve_run_name(args)
-    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name), resume=args.resume)
-    check_extras(capture_video=args.capture_video, track=args.track)
-    threads = plan_threads(
-        args.num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads, overlap=args.overlap
+    check_atari_env_id(args.env_id)
+    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    check_non_negative(
+        env_threads=args.env_threads, torch_threads=args.torch_threads, checkpoint_interval=args.checkpoint_interval
     )
+    check_backend(args.vector_env, args.num_envs, capture_video=args.capture_video)
+    check_extras(capture_video=args.capture_video, track=args.track)
+    threads = plan_threads(args.num_envs, args.env_threads, args.torch_threads)
+    use_threads(threads.learning_threads)
 
     keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
 
@@ -366,140 +344,174 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+    run_name = resolve_run_name(args)
+    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name), resume=args.resume)
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
     with interrupts_ignored():
         envs = make_vector_env(args, run_name, threads.env_threads)
-    agent = Agent(envs).to(device)
-    if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
-        agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
-        agent.get_value = torch.compile(agent.get_value, dynamic=False)
-    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
-    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    with contextlib.ExitStack() as close:  # on any exit: close the envs and the writer
+        close.callback(envs.close)
+        agent = Agent(envs).to(device)
+        if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
+            agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
+            agent.get_value = torch.compile(agent.get_value, dynamic=False)
+        # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
+        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
-    ckpt = find_checkpoint(run_dir, agent, args, __file__)
-    start_iteration, global_step, recent_returns = 0, 0, []
-    if ckpt is not None:
-        agent.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
-        recent_returns = ckpt["recent_returns"]
-        restore_rng(ckpt, 0, 1, args.seed, device)
+        # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
+        ckpt = find_checkpoint(run_dir, agent, args, __file__)
+        start_iteration, global_step, recent_returns = 0, 0, []
+        if ckpt is not None:
+            agent.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
+            recent_returns = ckpt["recent_returns"]
+            restore_rng(ckpt, 0, 1, args.seed, device)
 
-    print(
-        f"run {run_name}: {args.num_envs} envs ({args.vector_env}{', overlapped' if args.overlap else ''}), "
-        f"batch {args.batch_size}, minibatch {args.minibatch_size}, {args.num_iterations} iterations, "
-        f"{threads.describe()}, logs in {run_dir}",
-        flush=True,
-    )
-    if ckpt is not None:
-        print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
-    if args.track:
-        import wandb
-
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                   save_code=True)  # fmt: skip
-    # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
-    writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
-    if ckpt is None:
-        writer.add_text(
-            "hyperparameters",
-            "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+        print(
+            f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, "
+            f"minibatch {args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, "
+            f"{threads.describe(args.vector_env)}, logs in {run_dir}",
+            flush=True,
         )
+        print_setup_notes(args, device)
+        if ckpt is not None:
+            print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
+        if args.track:
+            import wandb
 
-    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
-    shape = (args.num_steps, args.num_envs)
-    obs = obs_buffer(args.num_steps, args.num_envs, envs.single_observation_space.shape, device)
-    actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
-    logprobs = torch.zeros(shape).to(device)
-    rewards = torch.zeros(shape).to(device)
-    dones = torch.zeros(shape).to(device)
-    values = torch.zeros(shape).to(device)
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                       id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                       save_code=True)  # fmt: skip
+        from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU (once per rank)
 
-    # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the
-    # emulator states are not in the checkpoint, so the games start anew)
-    start_time, start_step = time.time(), global_step
-    next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
-    next_obs = torch.as_tensor(next_obs, device=device)
-    next_done = torch.zeros(args.num_envs).to(device)
-    progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
-    timer = PhaseTimer()
-    stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
-    exit_code = 0
-    try:
-        for iteration in range(start_iteration + 1, args.num_iterations + 1):
-            # Annealing the rate if instructed to do so.
-            if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / args.num_iterations
-                lrnow = frac * args.learning_rate
-                optimizer.param_groups[0]["lr"] = lrnow
-
-            # ROLLOUT
-            use_threads(threads.inference_threads)
-            next_obs, next_done, episodes = collect_rollout(
-                envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer
+        # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
+        writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
+        close.callback(writer.close)
+        if ckpt is None:
+            writer.add_text(
+                "hyperparameters",
+                "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
             )
-            use_threads(threads.learning_threads)
-            global_step += args.batch_size
-            for episodic_return, episodic_length in episodes:  # logged at the end-of-rollout step
-                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-                recent_returns = (recent_returns + [episodic_return])[-20:]
 
-            with timer("learn"):
-                # ADVANTAGE: bootstrap value if not done
-                with torch.inference_mode():
-                    next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages, returns = compute_gae(
-                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
-                )
+        # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; rewards and
+        # done flags stay on the host until the rollout ends (one upload each per rollout, not one per step)
+        shape = (args.num_steps, envs.num_envs)
+        obs = obs_buffer(args.num_steps, envs.num_envs, envs.single_observation_space.shape, device)
+        actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
+        logprobs = torch.zeros(shape).to(device)
+        rewards = np.zeros(shape, dtype=np.float32)
+        dones = np.zeros(shape, dtype=np.float32)
+        values = torch.zeros(shape).to(device)
+        # each step's observations reach the device through this host buffer: pinned on CUDA, so that the copy does
+        # not wait (the next step's action copy orders it)
+        staging = torch.zeros((envs.num_envs,) + envs.single_observation_space.shape, dtype=torch.uint8)
+        staging = staging.pin_memory() if device.type == "cuda" else staging
 
-                # flatten the batch
-                b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-                b_logprobs = logprobs.reshape(-1)
-                b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-                b_advantages = advantages.reshape(-1)
-                b_returns = returns.reshape(-1)
-                b_values = values.reshape(-1)
+        # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the
+        # emulator states are not in the checkpoint, so the games start anew)
+        start_time, start_step = time.time(), global_step
+        next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
+        next_obs = torch.as_tensor(next_obs, device=device)
+        next_done = np.zeros(envs.num_envs, dtype=np.float32)
+        progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
+        timer = PhaseTimer()
+        stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
+        exit_code = 0
+        try:
+            for iteration in range(start_iteration + 1, args.num_iterations + 1):
+                # Annealing the rate if instructed to do so.
+                if args.anneal_lr:
+                    frac = 1.0 - (iteration - 1.0) / args.num_iterations
+                    lrnow = frac * args.learning_rate
+                    optimizer.param_groups[0]["lr"] = lrnow
 
-                # UPDATE: optimizing the policy and value network
-                epochs = minibatch_schedule(args.batch_size, args.num_minibatches, args.update_epochs)
-                stats = ppo_update(
-                    agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs
-                )
-            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
-            var_y = np.var(y_true)
-            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+                # ROLLOUT: one host sync per step, the actions the envs need
+                use_threads(threads.inference_threads)
+                episodes = []
+                for step in range(0, args.num_steps):
+                    with timer("inference"):
+                        obs[step] = next_obs
+                        dones[step] = next_done
 
-            # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
-            sps = int((global_step - start_step) / (time.time() - start_time))
-            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for key, value in stats.items():
-                writer.add_scalar(f"losses/{key}", value, global_step)
-            writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            for key, seconds in timer.lap().items():  # wall seconds of this iteration spent in each phase
-                writer.add_scalar(f"perf/{key}_seconds", seconds, global_step)
-            progress.update(args.batch_size, sps, recent_returns)
+                        # ALGO LOGIC: action logic
+                        with torch.inference_mode():
+                            action, logprob, _, value = agent.get_action_and_value(next_obs)
+                        values[step] = value.flatten()
+                        actions[step] = action
+                        logprobs[step] = logprob
+                        action = action.cpu().numpy()
 
-            # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
-            due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
-            if due or stop.requested or iteration == args.num_iterations:
-                writer.flush()  # logged steps up to the checkpoint must be on disk before it
-                path = os.path.join(run_dir, CHECKPOINT_FILE)
-                rngs = [rng_state(device)]
-                save_checkpoint(path, agent, optimizer, args, iteration, global_step, rngs, recent_returns)
-                print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
-            if stop.requested:
-                exit_code = 128 + stop.requested
-                break
-    except KeyboardInterrupt:  # a second Ctrl-C: at once, the last checkpoint is kept
-        exit_code = 130
-    finally:
-        progress.close()
+                    # TRY NOT TO MODIFY: execute the game and log data.
+                    with timer("env"):
+                        next_obs, reward, terminations, truncations, infos = envs.step(action)
+                    rewards[step] = reward
+                    next_done = np.logical_or(terminations, truncations).astype(np.float32)
+                    next_obs = staging.copy_(torch.from_numpy(next_obs)).to(device, non_blocking=True)
+                    episodes += episode_stats(infos)
+                use_threads(threads.learning_threads)
+                global_step += args.batch_size
+                for episodic_return, episodic_length in episodes:  # logged at the end-of-rollout step
+                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                    recent_returns = (recent_returns + [episodic_return])[-20:]
+
+                with timer("learn"):
+                    # ADVANTAGE: bootstrap value if not done
+                    with torch.inference_mode():
+                        next_value = agent.get_value(next_obs).reshape(1, -1)
+                    advantages, returns = compute_gae(
+                        torch.from_numpy(rewards).to(device, non_blocking=True), values,
+                        torch.from_numpy(dones).to(device, non_blocking=True), next_value,
+                        torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
+                    )  # fmt: skip
+
+                    # flatten the batch
+                    b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+                    b_logprobs = logprobs.reshape(-1)
+                    b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+                    b_advantages = advantages.reshape(-1)
+                    b_returns = returns.reshape(-1)
+                    b_values = values.reshape(-1)
+
+                    # UPDATE: optimizing the policy and value network
+                    epochs = minibatch_schedule(args.batch_size, args.num_minibatches, args.update_epochs)
+                    stats = ppo_update(
+                        agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values,
+                        epochs,
+                    )  # fmt: skip
+                y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
+                var_y = np.var(y_true)
+                explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+                # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
+                sps = int((global_step - start_step) / (time.time() - start_time))
+                writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+                for key, value in stats.items():
+                    writer.add_scalar(f"losses/{key}", value, global_step)
+                writer.add_scalar("losses/explained_variance", explained_var, global_step)
+                writer.add_scalar("charts/SPS", sps, global_step)
+                for key, seconds in timer.lap().items():  # wall seconds of this iteration spent in each phase
+                    writer.add_scalar(f"perf/{key}_seconds", seconds, global_step)
+                progress.update(args.batch_size, sps, recent_returns)
+
+                # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
+                due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
+                if due or stop.requested or iteration == args.num_iterations:
+                    rngs = [rng_state(device)]
+                    writer.flush()  # logged steps up to the checkpoint must be on disk before it
+                    path = os.path.join(run_dir, CHECKPOINT_FILE)
+                    save_checkpoint(path, agent, optimizer, args, iteration, global_step, rngs, recent_returns)
+                    print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
+                if stop.requested:
+                    exit_code = 128 + stop.requested
+                    break
+        except KeyboardInterrupt:  # a second Ctrl-C: at once, the last checkpoint is kept
+            exit_code = 130
+        finally:
+            progress.close()
+
         if exit_code:
             print(
                 f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with --resume --run-name "
@@ -511,7 +523,5 @@ if __name__ == "__main__":
         if args.save_model:
             model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
             save_model(model_path, agent, args)
-            print(f"model saved to {model_path}")
-        envs.close()
-        writer.close()
-    sys.exit(exit_code)
+            print(f"model saved to {model_path}", flush=True)
+        sys.exit(exit_code)

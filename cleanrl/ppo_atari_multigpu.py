@@ -10,8 +10,10 @@
 #   each of 2 nodes `torchrun --nnodes=2 --nproc_per_node=G --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT ...`, or
 #   plain `python` (one process). Restarts and stopping a torchrun job: docs/multigpu.md.
 #
-# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), `--overlap`, threads sized to the machine,
-# and each iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line).
+# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), threads sized to the machine, and each
+# iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line). On a GPU the loop
+# waits for the device once per rollout step (the actions the envs need) and once per update (its numbers read back):
+# `python -m cleanrl_utils.host_syncs <this script> [its args]` counts these host syncs.
 # Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -40,11 +43,10 @@ from cleanrl_utils.distributed import cpu_seconds, decided_on_rank0, gather_to_a
 from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, report_ranks, resolve_device
 from cleanrl_utils.distributed import resolve_sizes, restart_count
 from cleanrl_utils.malloc import keep_freed_memory
-from cleanrl_utils.overlap import OverlappedVectorEnv
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
 from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, resolve_run_name
-from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
+from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
 @dataclass
@@ -91,12 +93,10 @@ class Args:
     """the id of the environment"""
     vector_env: VectorEnvBackend = "sync"
     """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
-    overlap: bool = False
-    """step half of the envs while the policy computes the actions of the other half (async, ale, envpool)"""
     env_threads: int = 0
     """C++ stepping threads of an envpool pool (0: cores of this machine // ranks on this node); ale: one per env"""
     torch_threads: int = 0
-    """torch threads per rank (0: cores of this machine // ranks on this node; 1 for inference with --overlap)"""
+    """torch threads per rank (0: cores of this machine // ranks on this node)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -132,7 +132,7 @@ class Args:
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
     target_kl: Optional[float] = None
-    """the target KL divergence threshold (compared with the mean over the ranks)"""
+    """the target KL divergence threshold (the mean over the ranks; checked once per epoch: a host sync on a GPU)"""
 
     # to be filled in runtime (not command-line flags)
     world_size: tyro.conf.Suppress[int] = 0
@@ -149,14 +149,12 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def make_vector_env(args: Args, run_name: Optional[str], rank: int, env_threads: int = 0) -> OverlappedVectorEnv:
-    """This rank's `local_num_envs` envs: one vector env, or with --overlap two halves that step in turn (global env
-    i is seeded with seed + i; only rank 0 may record a video)."""
+def make_vector_env(args: Args, run_name: Optional[str], rank: int, env_threads: int = 0) -> gym.vector.VectorEnv:
+    """This rank's `local_num_envs` envs (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards); global env
+    i is seeded with seed + i; only rank 0 may record a video."""
     kwargs = dict(env_threads=env_threads, seed=args.seed + rank * args.local_num_envs, run_name=run_name or "")
     kwargs["capture_video"] = args.capture_video and rank == 0
-    if args.overlap:
-        return OverlappedVectorEnv(split_groups(args.vector_env, args.env_id, args.local_num_envs, **kwargs))
-    return OverlappedVectorEnv([make_atari_vector_env(args.vector_env, args.env_id, args.local_num_envs, **kwargs)])
+    return make_atari_vector_env(args.vector_env, args.env_id, args.local_num_envs, **kwargs)
 
 
 def episode_stats(infos: dict) -> list[tuple[float, int]]:
@@ -216,7 +214,7 @@ class Agent(nn.Module):
     def get_action_and_value(self, x, action=None):
         hidden = self.hidden(x)
         logits = self.actor(hidden)
-        probs = Categorical(logits=logits)
+        probs = Categorical(logits=logits, validate_args=False)  # no argument checks: each would wait for the GPU
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
@@ -230,57 +228,33 @@ def obs_buffer(num_steps: int, num_envs: int, frame_shape: tuple, device: torch.
     return obs.permute(0, 1, 4, 2, 3)
 
 
+def print_setup_notes(args: Args, device: torch.device) -> None:
+    """What the run does other than the user may think: CPU although --cuda is on, fewer steps than asked."""
+    if args.cuda and device.type == "cpu":
+        print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
+    if args.num_iterations * args.batch_size != args.total_timesteps:
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+            f"runs {args.num_iterations * args.batch_size} steps",
+            flush=True,
+        )
+
+
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
     """Generalized advantage estimation over a rollout of shape [num_steps, num_envs].
 
     `dones[t]` is 1 when `obs[t]` starts a new episode, so the value of step t+1 is bootstrapped only when
-    `dones[t + 1]` is 0 (`next_done` plays that part after the last step).
+    `dones[t + 1]` is 0 (`next_done` plays that part after the last step). The TD errors of all steps are computed
+    at once; only the backward recursion is a loop.
     """
-    num_steps = rewards.shape[0]
+    nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
+    nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
+    deltas = rewards + gamma * nextvalues * nextnonterminal - values
     advantages = torch.zeros_like(rewards)
     lastgaelam = 0
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    for t in reversed(range(rewards.shape[0])):
+        advantages[t] = lastgaelam = deltas[t] + gamma * gae_lambda * nextnonterminal[t] * lastgaelam
     return advantages, advantages + values
-
-
-def collect_rollout(envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer):
-    """Step every env `num_steps` times with the policy, filling the buffers in place.
-
-    `envs.rollout` calls `act` for the envs `e` it is about to step (all of them, or with --overlap one half while
-    the other half steps) and `observe` with their outcome. Returns the observation and done flags after the last
-    step (for the bootstrap) and the (return, length) of every game that ended.
-    """
-    next_obs, next_done = next_obs.clone(), next_done.clone()
-    episodes = []
-
-    def act(step, e):
-        with timer("inference"):
-            obs[step, e] = next_obs[e]
-            dones[step, e] = next_done[e]
-            with torch.inference_mode():
-                action, logprob, _, value = agent.get_action_and_value(next_obs[e])
-            values[step, e] = value.flatten()
-            actions[step, e] = action
-            logprobs[step, e] = logprob
-            return action.cpu().numpy()
-
-    def observe(step, e, outcome):
-        next_obs_np, reward, terminations, truncations, infos = outcome
-        rewards[step, e] = torch.as_tensor(reward, dtype=torch.float32, device=device)
-        next_obs[e] = torch.as_tensor(next_obs_np, device=device)
-        next_done[e] = torch.as_tensor(np.logical_or(terminations, truncations), dtype=torch.float32, device=device)
-        episodes.extend(episode_stats(infos))
-
-    envs.rollout(obs.shape[0], act, observe, timer)
-    return next_obs, next_done, episodes
 
 
 def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int):
@@ -317,9 +291,10 @@ def normalize_advantages(adv: torch.Tensor, world_size: int) -> torch.Tensor:
     if world_size == 1:
         return (adv - adv.mean()) / (adv.std() + 1e-8)
     a = adv.double()
-    moments = torch.stack([a.sum(), (a * a).sum(), torch.tensor(float(len(a)), dtype=torch.float64, device=a.device)])
+    moments = torch.stack([a.sum(), (a * a).sum()])  # the count is the same on every rank
     dist.all_reduce(moments, op=dist.ReduceOp.SUM)
-    total, total_sq, n = moments.unbind()
+    total, total_sq = moments.unbind()
+    n = float(len(a) * world_size)
     mean = total / n
     std = ((total_sq - n * mean * mean) / (n - 1)).clamp_min(0).sqrt()
     return (adv - mean.float()) / (std.float() + 1e-8)
@@ -333,18 +308,35 @@ def mean_over_ranks(x: torch.Tensor, world_size: int) -> torch.Tensor:
     return total / world_size
 
 
+def explained_variance(fits: list) -> float:
+    """1 - Var(returns - values) / Var(returns) over the batches of all ranks, from each rank's (count, mean and
+    variance of its returns, mean and variance of its value errors): the variances pooled, not every value gathered."""
+
+    def pooled(k: int) -> float:  # k = 1: the returns, k = 3: the errors
+        if len(fits) == 1:
+            return fits[0][k + 1]
+        n = sum(f[0] for f in fits)
+        mean = sum(f[0] * f[k] for f in fits) / n
+        return sum(f[0] * (f[k + 1] + (f[k] - mean) ** 2) for f in fits) / n
+
+    var_y = pooled(1)
+    return np.nan if var_y == 0 else 1 - pooled(3) / var_y
+
+
 def ppo_update(
     agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs, world_size
 ):
     """The PPO epochs on this rank's share of the batch; `epochs` yields, per epoch, the minibatch index arrays.
 
-    Every rank must run the same number of minibatches: each makes two collective calls (advantage moments,
-    gradients) and, with --target-kl, one per epoch (the mean approx_kl that decides the early stop on all ranks).
-    Returns the last minibatch's losses and the mean clip fraction of this rank.
+    Every rank must run the same number of minibatches: each makes two collective calls (advantage sums, gradients)
+    and, with --target-kl, one per epoch (the mean approx_kl that decides the early stop on all ranks).
+    Returns the last minibatch's losses and the mean clip fraction of this rank. No host sync per minibatch: the indices
+    go to the device without waiting, and every number is read back in one transfer at the end.
     """
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
+            mb_inds = torch.from_numpy(mb_inds).to(b_obs.device, non_blocking=True)
             _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
             ratio = logratio.exp()
@@ -353,7 +345,7 @@ def ppo_update(
                 # calculate approx_kl http://joschu.net/blog/kl-approx.html
                 old_approx_kl = (-logratio).mean()
                 approx_kl = ((ratio - 1) - logratio).mean()
-                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]
 
             mb_advantages = b_advantages[mb_inds]
             if args.norm_adv:
@@ -389,14 +381,16 @@ def ppo_update(
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
-        if args.target_kl is not None and mean_over_ranks(approx_kl, world_size) > args.target_kl:
+        if args.target_kl is not None and mean_over_ranks(approx_kl, world_size) > args.target_kl:  # a host sync
             break
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
+    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
     return {
-        "value_loss": v_loss.item(),
-        "policy_loss": pg_loss.item(),
-        "entropy": entropy_loss.item(),
-        "old_approx_kl": old_approx_kl.item(),
-        "approx_kl": approx_kl.item(),
+        "value_loss": v_loss,
+        "policy_loss": pg_loss,
+        "entropy": entropy_loss,
+        "old_approx_kl": old_approx_kl,
+        "approx_kl": approx_kl,
         "clipfrac": float(np.mean(clipfracs)),
     }
 
@@ -407,18 +401,15 @@ if __name__ == "__main__":
     rank0 = info.rank == 0
 
     # everything that can be checked is checked here, on every rank, before the ranks wait for each other
-    resolve_sizes(args, info.world_size)
+    resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
     check_atari_env_id(args.env_id)
     device, backend = resolve_device(args, info)
     check_non_negative(
         env_threads=args.env_threads, torch_threads=args.torch_threads, checkpoint_interval=args.checkpoint_interval
     )
-    check_backend(args.vector_env, args.local_num_envs, args.overlap, args.capture_video)
+    check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0)
-    threads = plan_threads(
-        args.local_num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads,
-        info.local_world_size, overlap=args.overlap,
-    )  # fmt: skip
+    threads = plan_threads(args.local_num_envs, args.env_threads, args.torch_threads, info.local_world_size)
     use_threads(threads.learning_threads)
 
     keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
@@ -435,7 +426,6 @@ if __name__ == "__main__":
     # (before the process group: async env workers then fork no communication threads)
     with interrupts_ignored():
         envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
-    exit_code = 0
     with rank_lifetime(info, close=[envs.close]) as close:  # on any exit: close, leave the group (distributed.py)
         init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
         agent = Agent(envs).to(device)
@@ -465,23 +455,26 @@ if __name__ == "__main__":
         if rank0:
             print(
                 f"run {run_name}: world size {info.world_size} ({backend}, {device.type}); envs: "
-                f"{args.local_num_envs} per rank, {args.num_envs} in all ({args.vector_env}"
-                f"{', overlapped' if args.overlap else ''}); batch {args.batch_size} ({args.local_batch_size} per "
-                f"rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per rank), "
-                f"{args.num_iterations} iterations; per rank {threads.describe()}; logs in {run_dir}",
+                f"{args.local_num_envs} per rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} "
+                f"({args.local_batch_size} per rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per "
+                f"rank), {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}; per rank "
+                f"{threads.describe(args.vector_env)}; logs in {run_dir}",
                 flush=True,
             )
+            print_setup_notes(args, device)
             print_launch_notes(info)
             if ckpt is not None:
                 again = f" (torchrun restart {restart})" if restart else ""
                 print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
-            if args.track:
-                import wandb
+        if args.track and rank0:
+            import wandb
 
-                wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                           id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                           save_code=True)  # fmt: skip
-            from torch.utils.tensorboard import SummaryWriter  # rank 0 only: the import costs seconds of CPU
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                       id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                       save_code=True)  # fmt: skip
+        if rank0:
+            from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU (once per rank)
+
             # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
             writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
             close.append(writer.close)
@@ -491,24 +484,30 @@ if __name__ == "__main__":
                     "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
                 )
 
-        # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network
-        shape = (args.num_steps, args.local_num_envs)
-        obs = obs_buffer(args.num_steps, args.local_num_envs, envs.single_observation_space.shape, device)
+        # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; rewards and
+        # done flags stay on the host until the rollout ends (one upload each per rollout, not one per step)
+        shape = (args.num_steps, envs.num_envs)
+        obs = obs_buffer(args.num_steps, envs.num_envs, envs.single_observation_space.shape, device)
         actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
         logprobs = torch.zeros(shape).to(device)
-        rewards = torch.zeros(shape).to(device)
-        dones = torch.zeros(shape).to(device)
+        rewards = np.zeros(shape, dtype=np.float32)
+        dones = np.zeros(shape, dtype=np.float32)
         values = torch.zeros(shape).to(device)
+        # each step's observations reach the device through this host buffer: pinned on CUDA, so that the copy does
+        # not wait (the next step's action copy orders it)
+        staging = torch.zeros((envs.num_envs,) + envs.single_observation_space.shape, dtype=torch.uint8)
+        staging = staging.pin_memory() if device.type == "cuda" else staging
 
         # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs *
         # iteration after a resume: the emulator states are not in the checkpoint, so the games start anew)
         start_time, start_step, start_cpu, games = time.time(), global_step, cpu_seconds(), 0
         next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
         next_obs = torch.as_tensor(next_obs, device=device)
-        next_done = torch.zeros(args.local_num_envs).to(device)
+        next_done = np.zeros(envs.num_envs, dtype=np.float32)
         progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
         timer = PhaseTimer()
         stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
+        exit_code = 0
         try:
             for iteration in range(start_iteration + 1, args.num_iterations + 1):
                 # Annealing the rate if instructed to do so.
@@ -517,11 +516,29 @@ if __name__ == "__main__":
                     lrnow = frac * args.learning_rate
                     optimizer.param_groups[0]["lr"] = lrnow
 
-                # ROLLOUT
+                # ROLLOUT: one host sync per step, the actions the envs need
                 use_threads(threads.inference_threads)
-                next_obs, next_done, episodes = collect_rollout(
-                    envs, agent, next_obs, next_done, obs, actions, logprobs, rewards, dones, values, device, timer
-                )
+                episodes = []
+                for step in range(0, args.num_steps):
+                    with timer("inference"):
+                        obs[step] = next_obs
+                        dones[step] = next_done
+
+                        # ALGO LOGIC: action logic
+                        with torch.inference_mode():
+                            action, logprob, _, value = agent.get_action_and_value(next_obs)
+                        values[step] = value.flatten()
+                        actions[step] = action
+                        logprobs[step] = logprob
+                        action = action.cpu().numpy()
+
+                    # TRY NOT TO MODIFY: execute the game and log data.
+                    with timer("env"):
+                        next_obs, reward, terminations, truncations, infos = envs.step(action)
+                    rewards[step] = reward
+                    next_done = np.logical_or(terminations, truncations).astype(np.float32)
+                    next_obs = staging.copy_(torch.from_numpy(next_obs)).to(device, non_blocking=True)
+                    episodes += episode_stats(infos)
                 use_threads(threads.learning_threads)
                 global_step += args.batch_size
                 games += len(episodes)
@@ -531,8 +548,10 @@ if __name__ == "__main__":
                     with torch.inference_mode():
                         next_value = agent.get_value(next_obs).reshape(1, -1)
                     advantages, returns = compute_gae(
-                        rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
-                    )
+                        torch.from_numpy(rewards).to(device, non_blocking=True), values,
+                        torch.from_numpy(dones).to(device, non_blocking=True), next_value,
+                        torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
+                    )  # fmt: skip
 
                     # flatten the batch
                     b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
@@ -548,11 +567,12 @@ if __name__ == "__main__":
                         agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values,
                         epochs, info.world_size,
                     )  # fmt: skip
+                y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
+                fit = (len(y_true), np.mean(y_true), np.var(y_true), np.mean(y_true - y_pred), np.var(y_true - y_pred))
 
                 # one collective per iteration: every rank's games, losses, value fit and stop request
-                report = (episodes, stats, b_values.cpu().numpy(), b_returns.cpu().numpy(), stop.requested)
-                reports = gather_to_all(report, info.world_size)
-                stop_signal = max(r[4] for r in reports)
+                reports = gather_to_all((episodes, stats, fit, stop.requested), info.world_size)
+                stop_signal = max(r[3] for r in reports)
 
                 if rank0:
                     for rank_episodes, *_ in reports:  # logged at the end-of-rollout step
@@ -560,10 +580,7 @@ if __name__ == "__main__":
                             writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                             writer.add_scalar("charts/episodic_length", episodic_length, global_step)
                             recent_returns = (recent_returns + [episodic_return])[-20:]
-                    y_pred = np.concatenate([r[2] for r in reports])
-                    y_true = np.concatenate([r[3] for r in reports])
-                    var_y = np.var(y_true)
-                    explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+                    explained_var = explained_variance([r[2] for r in reports])
 
                     # LOGGING: losses are the mean over the ranks of each rank's last minibatch
                     sps = int((global_step - start_step) / (time.time() - start_time))
@@ -587,17 +604,17 @@ if __name__ == "__main__":
                         print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
                 if stop_signal:
                     exit_code = 128 + stop_signal
-                    if rank0:
-                        print(
-                            f"stopped after iteration {iteration} (global step {global_step}); resume with "
-                            f"--resume --run-name {run_name}",
-                            file=sys.stderr,
-                            flush=True,
-                        )
                     break
-        finally:
+        finally:  # a second Ctrl-C ends at once (rank_lifetime); the last checkpoint is kept
             progress.close()
 
+        if rank0 and exit_code:
+            print(
+                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with --resume --run-name "
+                f"{run_name}",
+                file=sys.stderr,
+                flush=True,
+            )
         if rank0:
             print(timer.summary(global_step - start_step, time.time() - start_time), flush=True)
         report_ranks(agent, info, games, start_cpu, start_time)  # CPU use and parameter hash; rank 0 compares hashes

@@ -3,10 +3,8 @@
 The rule: oversubscription is catastrophic for PyTorch (measurements in docs/throughput.md): every parallel region
 ends in a barrier, and a barrier waits for its slowest, descheduled thread. So:
 
-- with ``--overlap`` the rollout's inference runs on **one** thread: the other group's env threads are stepping
-  at the same time;
-- otherwise inference and update run while the envs are idle (env threads and processes block on a queue), on
-  **all cores of this rank**;
+- inference and update run while the envs are idle (env threads and processes block on a queue), on **all cores
+  of this rank**;
 - native env pools get **one stepping thread per core of this rank** (never more threads than envs);
 - ranks on one machine split its cores evenly (``LOCAL_WORLD_SIZE``, set by torchrun).
 
@@ -27,16 +25,18 @@ class ThreadPlan:
     cores: int
     """cores available to this rank"""
     env_threads: int
-    """stepping threads of a native env pool (per pool; with --overlap each of the two groups has its own)"""
+    """stepping threads of an envpool pool (the other backends have their own: ale one per env)"""
     inference_threads: int
     """torch intra-op threads while collecting the rollout"""
     learning_threads: int
     """torch intra-op threads during the update"""
 
-    def describe(self) -> str:
+    def describe(self, vector_env: str) -> str:
+        """One line for the run's first print; env threads only for the backend they apply to (envpool)."""
+        env = f"{self.env_threads} env threads, " if vector_env == "envpool" else ""
         return (
-            f"{self.cores} cores: {self.env_threads} env threads, torch {self.inference_threads} thread(s) "
-            f"for inference, {self.learning_threads} for learning"
+            f"{self.cores} cores: {env}torch {self.inference_threads} thread(s) for inference, "
+            f"{self.learning_threads} for learning"
         )
 
 
@@ -54,7 +54,6 @@ def plan_threads(
     torch_threads: int = 0,
     local_ranks: int | None = None,
     cores: int | None = None,
-    overlap: bool = False,
 ) -> ThreadPlan:
     """The thread numbers for one rank; 0 means automatic (see the module docstring)."""
     if local_ranks is None:
@@ -65,7 +64,7 @@ def plan_threads(
     return ThreadPlan(
         cores=per_rank,
         env_threads=env_threads or min(per_rank, num_envs),
-        inference_threads=torch_threads or (1 if overlap else per_rank),
+        inference_threads=torch_threads or per_rank,
         learning_threads=torch_threads or per_rank,
     )
 

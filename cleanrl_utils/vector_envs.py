@@ -471,7 +471,7 @@ def make_atari_vector_env(
     return EnvPoolVectorEnv(env_id, num_envs, num_threads=env_threads, noop_max=noop_max, seed=seed)
 
 
-def check_backend(backend: str, num_envs: int, overlap: bool = False, capture_video: bool = False) -> None:
+def check_backend(backend: str, num_envs: int, capture_video: bool = False) -> None:
     """One-line errors for backend options that can't work together (call before building anything)."""
     if backend not in BACKENDS:
         fail(f"unknown vector env backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -479,15 +479,4 @@ def check_backend(backend: str, num_envs: int, overlap: bool = False, capture_vi
         fail("--vector-env envpool needs EnvPool: pip install -e '.[envpool]'")
     if capture_video and backend not in ("sync", "async"):
         fail(f"--capture-video needs the Python wrappers: use --vector-env sync or async, not {backend}")
-    if overlap and backend == "sync":
-        fail("--overlap needs a backend that steps in the background: --vector-env async, ale or envpool")
-    if overlap and num_envs % 2 != 0:
-        fail(f"--overlap splits the envs into 2 groups: --num-envs {num_envs} must be divisible by 2")
 
-
-def split_groups(backend: str, env_id: str, num_envs: int, **kwargs: Any) -> list[gym.vector.VectorEnv]:
-    """Two vector envs of ``num_envs // 2`` envs each, for overlapped sampling (the second seeded after the first)."""
-    check_backend(backend, num_envs, overlap=True)
-    size = num_envs // 2
-    seed = kwargs.pop("seed", 0)
-    return [make_atari_vector_env(backend, env_id, size, seed=seed + g * size, **kwargs) for g in range(2)]

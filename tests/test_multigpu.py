@@ -96,7 +96,7 @@ def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "world size 2" in output and "envs: 8 per rank, 16 in all" in output, output[-3000:]
-    assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iterations" in output
+    assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iteration;" in output
     digest = assert_ranks_identical(output, 2)
     # the printed hash is really the hash of the parameters: rank 0's saved model has it
     run_dir = next((tmp_path / "runs").iterdir())
@@ -205,9 +205,9 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
             proc.kill()
     output = log.read_text()
     assert code != 0
-    stopped = re.search(r"stopped after iteration (\d+) \(global step (\d+)\)", output)
+    stopped = re.search(r"stopped at global step (\d+);", output)
     assert stopped, output[-4000:]
-    stop_iteration = int(stopped[1])
+    stop_iteration = int(stopped[1]) // TINY_BATCH
     run_dir = tmp_path / "runs" / "preempted"
     ckpt = load_checkpoint(run_dir)
     assert ckpt["iteration"] == stop_iteration < iterations

@@ -2,7 +2,7 @@
 
 Two gloo processes each run `ppo_update` on their own batch (A and B); one process runs it on A+B with the same
 minibatch partition (minibatch j = A's minibatch j together with B's). The parameters must come out the same,
-and the ranks must have used two all-reduce calls per minibatch (advantage moments + ONE flattened gradient
+and the ranks must have used two all-reduce calls per minibatch (advantage sums + ONE flattened gradient
 buffer), not one per parameter tensor.
 """
 
@@ -104,8 +104,9 @@ def test_two_rank_update_equals_single_process_on_concatenated_batch(tmp_path):
     for name in initial:
         assert torch.equal(results[0]["state"][name], results[1]["state"][name]), name
 
-    # per minibatch: the advantage moments (3 numbers) and ONE buffer of all gradients; per epoch: the KL
+    # per minibatch: the advantage sums (2 numbers: the count is known) and ONE buffer of all gradients; per
+    # epoch: the KL
     numel = sum(p.numel() for p in agent.parameters())
-    per_epoch = [3, numel] * MINIBATCHES + [1]
+    per_epoch = [2, numel] * MINIBATCHES + [1]
     assert results[0]["calls"] == per_epoch * EPOCHS
     assert results[1]["calls"] == results[0]["calls"]

@@ -16,8 +16,8 @@ from helpers import REPO_ROOT, CHART_TAGS, LOSS_TAGS, assert_one_line_error, fin
 from helpers import start_script, wait_for
 from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED
 
-from cleanrl_utils.overlap import OverlappedVectorEnv
-from cleanrl_utils.progress import PhaseTimer
+import cleanrl_utils.vector_envs
+from cleanrl_utils.host_syncs import exec_script
 
 SCRIPT = "cleanrl/ppo_atari.py"
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -86,29 +86,29 @@ class CountingEnv(gym.Env):
         return self._obs(), float(10 * self.t + int(action)), self.t == EPISODE_LEN, False, {}
 
 
-class ObsReadingAgent(torch.nn.Module):
-    """Acts and values as a pure function of the observation, so the buffers can be checked against it."""
-
-    def get_action_and_value(self, x, action=None):
-        t = x[:, 0, 0, 0].long()
-        action = (t + 1) % 4
-        return action, -t.float(), torch.zeros(len(t)), (100 + t).float().unsqueeze(1)
-
-
-def test_rollout_never_crosses_an_episode_boundary():
-    num_envs, num_steps = 2, 8
-    envs = gym.vector.SyncVectorEnv(
+def counting_vector_env(backend, env_id, num_envs, **kwargs):
+    """Stands in for the Atari vector env in the script: CountingEnv games, SAME_STEP autoreset, full-game stats."""
+    return gym.vector.SyncVectorEnv(
         [lambda: gym.wrappers.RecordEpisodeStatistics(CountingEnv()) for _ in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-    obs = torch.zeros((num_steps, num_envs, 4, 84, 84), dtype=torch.uint8)
-    actions = torch.zeros((num_steps, num_envs), dtype=torch.long)
-    logprobs, rewards, dones, values = (torch.zeros((num_steps, num_envs)) for _ in range(4))
-    first_obs, _ = envs.reset(seed=0)
-    next_obs, next_done, episodes = ppo_atari.collect_rollout(
-        OverlappedVectorEnv([envs]), ObsReadingAgent(), torch.as_tensor(first_obs), torch.zeros(num_envs),
-        obs, actions, logprobs, rewards, dones, values, torch.device("cpu"), PhaseTimer(),
-    )
+
+
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_rollout_never_crosses_an_episode_boundary(tmp_path, monkeypatch, script):
+    """The script's own rollout loop, run on CountingEnv games: its buffers after one rollout."""
+    num_envs, num_steps = 2, 8
+    monkeypatch.setattr(cleanrl_utils.vector_envs, "make_atari_vector_env", counting_vector_env)
+    monkeypatch.chdir(tmp_path)
+    run, exit_code = exec_script(
+        str(REPO_ROOT / script),
+        ["--num-envs", str(num_envs), "--num-steps", str(num_steps), "--total-timesteps", str(num_envs * num_steps),
+         "--num-minibatches", "1", "--update-epochs", "1", "--torch-threads", "1", "--no-progress-bar",
+         "--runs-dir", str(tmp_path / "runs")],
+    )  # fmt: skip
+    assert exit_code == 0
+    obs, actions, dones = run["obs"], run["actions"], torch.from_numpy(run["dones"])
+    rewards, values = torch.from_numpy(run["rewards"]), run["values"]
     t = obs[:, :, 0, 0, 0].long()
     # every stored observation is a real one of the episode (0..EPISODE_LEN-1), never the terminal frame
     assert t.tolist() == [[i % EPISODE_LEN] * num_envs for i in range(num_steps)]
@@ -116,23 +116,19 @@ def test_rollout_never_crosses_an_episode_boundary():
     assert dones[1:].tolist() == (t[1:] == 0).float().tolist()
     # every transition is real: its reward comes from the action the policy took on that very observation,
     # no 'reset step' with an ignored action and zero reward is in the batch
-    assert torch.equal(actions, (t + 1) % 4)
     assert torch.equal(rewards, (10 * (t + 1) + actions).float())
-    assert torch.equal(values, (100 + t).float())
-    # episodes that ended: full return and length, reported once per episode and env
-    assert len(episodes) == num_envs * (num_steps // EPISODE_LEN)
-    expected_return = sum(10 * k + (k % 4) for k in range(1, EPISODE_LEN + 1))
-    assert all(r == expected_return and length == EPISODE_LEN for r, length in episodes)
+    # episodes that ended: full length, reported once per episode and env, with the rewards of their steps
+    assert len(run["episodes"]) == num_envs * (num_steps // EPISODE_LEN)
+    assert all(length == EPISODE_LEN for _, length in run["episodes"])
+    games = [rewards[k * EPISODE_LEN : (k + 1) * EPISODE_LEN, e].sum().item() for k in range(2) for e in range(2)]
+    assert sorted(r for r, _ in run["episodes"]) == sorted(games)
     # GAE: the last step of each episode is not bootstrapped from the next episode's first value
-    advantages, _ = ppo_atari.compute_gae(rewards, values, dones, ppo_atari_value(next_obs), next_done, 0.99, 0.95)
+    next_value = torch.full((1, num_envs), 100.0)
+    next_done = torch.from_numpy(run["next_done"])
+    advantages, _ = run["compute_gae"](rewards, values, dones, next_value, next_done, 0.99, 0.95)
     last = t == EPISODE_LEN - 1
     last[-1] = False  # the final step of the rollout bootstraps from next_obs (mid-episode here)
     torch.testing.assert_close(advantages[last], rewards[last] - values[last])
-    envs.close()
-
-
-def ppo_atari_value(next_obs):
-    return (100 + next_obs[:, 0, 0, 0].float()).reshape(1, -1)
 
 
 @pytest.mark.parametrize("vector_env", ["sync", "async"])
@@ -243,6 +239,27 @@ def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
     progress = [line for line in result.stdout.splitlines() if line.startswith("global_step=")]
     assert [line.split(",")[0] for line in progress] == ["global_step=16/32 (50%)", "global_step=32/32 (100%)"]
     assert all(" SPS: " in line and " ETA: " in line for line in progress), progress
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_first_lines_name_the_device_and_what_differs_from_the_arguments(tmp_path, script):
+    run = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
+    result = run_script([script, *run, "--total-timesteps", "20", "--runs-dir", str(tmp_path / "runs")],
+                        cwd=tmp_path, timeout=200, env=FAST)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("run ") and "cpu" in lines[0], lines[0]
+    assert " 1 iteration;" in lines[0] or " 1 iteration," in lines[0], lines[0]
+    assert "env threads" not in lines[0]  # the sync backend has none
+    # no CUDA here (the tests run on CPU): --cuda, the default, says so in one line
+    assert "note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)" in lines
+    assert "note: --total-timesteps 20 is not a multiple of the batch (16): runs 16 steps" in lines
+    assert [s for s, _ in read_scalars(find_run_dir(tmp_path / "runs"), "losses/value_loss")] == [16]
+    result = run_script([script, *run, "--total-timesteps", "32", "--no-cuda", "--runs-dir", str(tmp_path / "r2")],
+                        cwd=tmp_path, timeout=200, env=FAST)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "2 iterations" in result.stdout and "note:" not in result.stdout.replace("note: single process", "")
 
 
 # ---------------------------------------------------------------- bad input

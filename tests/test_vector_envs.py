@@ -1,4 +1,4 @@
-"""The vector env backends (cleanrl_utils/vector_envs.py) against each other, and overlapped sampling in ppo_atari.py.
+"""The vector env backends (cleanrl_utils/vector_envs.py) against each other, and the time split of ppo_atari.py.
 
 The backends play the *same game*: observation shape (N, 4, 84, 84) uint8, the frame stack restarted on the first
 frame after a reset and after every lost life, clipped rewards, ``terminated`` on every lost life and at game over,
@@ -267,15 +267,13 @@ def test_envpool_takes_a_new_seed_at_reset():
     assert not np.array_equal(first, other)
 
 
-# ---------------------------------------------------------------- overlapped sampling
-
-# the overlapped rollout itself: tests/test_overlap.py
+# ---------------------------------------------------------------- the time split
 
 
 @pytest.mark.slow
-def test_overlapped_ale_run_logs_the_time_split(tmp_path):
+def test_ale_run_logs_the_time_split(tmp_path):
     result = run_script(
-        ["cleanrl/ppo_atari.py", "--vector-env", "ale", "--overlap", "--num-envs", "4", "--num-steps", "64",
+        ["cleanrl/ppo_atari.py", "--vector-env", "ale", "--num-envs", "4", "--num-steps", "64",
          "--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps", "512",
          "--runs-dir", str(tmp_path / "runs"), "--no-progress-bar"],
         cwd=tmp_path, timeout=400,
@@ -294,8 +292,6 @@ def test_overlapped_ale_run_logs_the_time_split(tmp_path):
 @pytest.mark.parametrize(
     "flags, fragment",
     [
-        (["--vector-env", "sync", "--overlap"], "--overlap needs"),
-        (["--vector-env", "ale", "--overlap", "--num-envs", "3"], "divisible by 2"),
         (["--vector-env", "ale", "--capture-video"], "--capture-video needs the Python wrappers"),
         (["--env-threads", "-1"], "must be >= 0"),
     ],
@@ -309,8 +305,8 @@ def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
 def test_threads_are_sized_to_the_cores_of_each_rank():
     plan = plan_threads(num_envs=8, cores=16, local_ranks=2)
     assert (plan.cores, plan.env_threads, plan.inference_threads, plan.learning_threads) == (8, 8, 8, 8)
-    plan = plan_threads(num_envs=8, cores=16, local_ranks=2, overlap=True)  # inference runs next to env threads
-    assert (plan.env_threads, plan.inference_threads, plan.learning_threads) == (8, 1, 8)
+    assert "8 env threads" in plan.describe("envpool")
+    assert "env threads" not in plan.describe("ale") + plan.describe("sync")  # the setting applies to envpool only
     plan = plan_threads(num_envs=4, cores=16, local_ranks=1)
     assert plan.env_threads == 4  # never more threads than envs
     plan = plan_threads(num_envs=8, cores=2, local_ranks=4)
