@@ -30,15 +30,15 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanrl_utils.checkpoint import StopSignals, find_checkpoint, interrupts_ignored, restore_rng, rng_state
-from cleanrl_utils.checkpoint import save_checkpoint, save_model
+from cleanrl_utils.checkpoint import StopSignals, interrupts_ignored, open_run, restore_rng, rng_state
+from cleanrl_utils.checkpoint import save_checkpoint, save_model, start_run
 from cleanrl_utils.checks import check_atari_env_id, check_batch
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.overlap import OverlappedVectorEnv
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, check_positive
-from cleanrl_utils.runs import prepare_run_dir, resolve_run_name
+from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, check_positive
+from cleanrl_utils.runs import resume_command
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env, split_groups
 
 
@@ -69,8 +69,12 @@ class Args:
     a known run, e.g. from a cluster job that may be requeued"""
     checkpoint_interval: int = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: bool = False
-    """continue from the checkpoint of --run-name (default: the newest run of this env/exp/seed with a checkpoint)"""
+    resume: ResumeMode = "no"
+    """`--resume`: continue the run of --run-name (default: the newest run of this env/exp/seed with a checkpoint)
+    with the settings stored in its checkpoint; `--resume auto`: the same if it has a checkpoint, else start it (for
+    cluster jobs). A resume may change only --total-timesteps (a larger one extends the run; the learning rate then
+    anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video,
+    --save-model) and how it runs (--vector-env, --overlap, --env-threads, --torch-threads, --compile, --cuda)"""
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -335,7 +339,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args, run_name, ckpt = start_run(Args, __file__)  # a resume: the run's stored settings and its checkpoint
     check_positive(
         num_envs=args.num_envs,
         num_steps=args.num_steps,
@@ -353,8 +357,6 @@ if __name__ == "__main__":
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = resolve_run_name(args)
-    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name), resume=args.resume)
     check_extras(capture_video=args.capture_video, track=args.track)
     threads = plan_threads(
         args.num_envs // (2 if args.overlap else 1), args.env_threads, args.torch_threads, overlap=args.overlap
@@ -381,7 +383,7 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
-    ckpt = find_checkpoint(run_dir, agent, args, __file__)
+    run_dir, ckpt = open_run(args, run_name, agent, __file__, ckpt=ckpt)  # the run folder is made here
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
         agent.load_state_dict(ckpt["model"])
@@ -504,8 +506,8 @@ if __name__ == "__main__":
         progress.close()
         if exit_code:
             print(
-                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with --resume --run-name "
-                f"{run_name}",
+                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+                f"{resume_command(args, run_name)}",
                 file=sys.stderr,
                 flush=True,
             )
