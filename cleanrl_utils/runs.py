@@ -171,12 +171,16 @@ def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Opt
 
 def supports_resume(script: str) -> bool:
     """Whether a training script continues runs (`--run-name NAME --resume auto`): it starts through
-    `cleanrl_utils.checkpoint.start_run`."""
-    try:
-        with open(script) as f:
-            return "start_run(" in f.read()
-    except OSError:
-        return False
+    `cleanrl_utils.checkpoint.start_run`. A relative path is looked up here, then in this repository (a job's
+    working folder may be another)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for path in (script, os.path.join(repo, script)):
+        try:
+            with open(path) as f:
+                return "start_run(" in f.read()
+        except OSError:
+            continue
+    return False
 
 
 def make_dir(path: str, what: str) -> None:

@@ -370,9 +370,6 @@ def submit_aws(args: Args, job: Job) -> None:
         fail(f"--timeout-seconds must be at least 60 on AWS Batch, got {args.timeout_seconds}")
     if args.efs_access_point_id and not args.efs_file_system_id:
         fail("--efs-access-point-id needs --efs-file-system-id (the file system the access point belongs to)")
-    if not args.efs_file_system_id:
-        print("note: without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's container "
-              "ends, and a retry starts its run over (docs/cluster.md)", file=sys.stderr)
     key = wandb_key(args)
     requests = aws_requests(args, job, key)
     if args.dry_run:
@@ -402,6 +399,9 @@ def submit_aws(args: Args, job: Job) -> None:
             submit["jobDefinition"] = registered["jobDefinitionArn"]
             response = client.submit_job(**submit)
             print(f"submitted {response['jobName']}: job id {response['jobId']}")
+        if not args.efs_file_system_id:
+            print("note: without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's "
+                  "container ends, and a retry starts its run over (docs/cluster.md)")
     except (BotoCoreError, ClientError) as exc:
         fail(f"AWS Batch: {exc}")
 
