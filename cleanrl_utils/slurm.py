@@ -65,7 +65,7 @@ class ArrayJob:
 # checkpoints and stops), then back to the queue, where the task continues its run
 REQUEUE_TRAP = """requeue() {
     echo "time limit near: stopping the run at a checkpoint, then requeueing job $SLURM_JOB_ID"
-    kill -TERM "$step" 2>/dev/null || true
+    scancel --signal=TERM "$SLURM_JOB_ID"  # to the step's processes (srun itself would end the step at once)
     wait "$step" || true
     scontrol requeue "$SLURM_JOB_ID"
     exit 0
