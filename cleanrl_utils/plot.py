@@ -1,7 +1,8 @@
 """Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e .[plot]`).
 
-Run directories are named `{env_id}__{exp_name}__{seed}__{timestamp}` (env ids with a slash, such as
-`ALE/Breakout-v5`, put the run one folder deeper). Runs are grouped by configuration: env id, script (exp_name)
+A run's env id, script (exp_name) and seed come from the hyperparameters it logged (the TEXT tab every script
+writes), whatever its folder is called (`--run-name` runs, the submission tools' `{env_id}__{exp_name}__{seed}`);
+only a run that logged none is read by its folder name, `{env_id}__{exp_name}__{seed}__{timestamp}`. Runs are grouped by configuration: env id, script (exp_name)
 and the hyperparameters (the TEXT tab every script logs) that differ between runs of that script, such as
 `--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a panel of
 episodic return against global step and one against wall-clock time: the mean over seeds with a shaded +-1 std
@@ -112,7 +113,16 @@ def parse_hyperparameters(text: str) -> dict[str, str]:
     return params
 
 
-def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunCurve | None:
+def run_identity(hyperparameters: dict[str, str], name: str) -> tuple[str, str, int] | None:
+    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name; None if neither."""
+    try:
+        return hyperparameters["env_id"], hyperparameters["exp_name"], int(hyperparameters["seed"])
+    except (KeyError, ValueError):
+        return parse_run_name(name)
+
+
+def load_run(path: str, name: str, tag: str, args: Args) -> RunCurve | str:
+    """The run's curve, or why it is skipped ("" for a run the filters leave out)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point, not a sample
@@ -121,9 +131,16 @@ def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunC
     if "hyperparameters/text_summary" in acc.Tags()["tensors"]:
         text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0]
         hyperparameters = parse_hyperparameters(text.decode(errors="replace"))
+    identity = run_identity(hyperparameters, name)
+    if identity is None:
+        return ("it logged no env_id, exp_name and seed and its name is not "
+                "{env_id}__{exp_name}__{seed}__{timestamp}")
+    env_id, exp_name, seed = identity
+    if (args.env_ids and env_id not in args.env_ids) or (args.exp_names and exp_name not in args.exp_names):
+        return ""
     scalar_tags = acc.Tags()["scalars"]
     if tag not in scalar_tags:
-        return None
+        return f"no {tag} logged (no episode finished?)"
     events = acc.Scalars(tag)
     start = acc.FirstEventTimestamp()
     end = max(acc.Scalars(t)[-1].wall_time for t in scalar_tags)
@@ -161,17 +178,10 @@ def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
     skipped."""
     runs: list[RunCurve] = []
     for path, name in find_run_dirs(args.run_dirs):
-        parsed = parse_run_name(name)
-        if parsed is None:
-            print(f"warning: skipping {path}: its name is not {{env_id}}__{{exp_name}}__{{seed}}__{{timestamp}}",
-                  file=sys.stderr)
-            continue
-        env_id, exp_name, seed = parsed
-        if (args.env_ids and env_id not in args.env_ids) or (args.exp_names and exp_name not in args.exp_names):
-            continue
-        run = load_run(path, env_id, exp_name, seed, args.tag)
-        if run is None:
-            print(f"warning: skipping {path}: no {args.tag} logged (no episode finished?)", file=sys.stderr)
+        run = load_run(path, name, args.tag, args)
+        if isinstance(run, str):
+            if run:
+                print(f"warning: skipping {path}: {run}", file=sys.stderr)
             continue
         runs.append(run)
     labels = configuration_labels(runs)
