@@ -246,7 +246,7 @@ def run_env(workers: int) -> dict[str, str]:
 
 
 def start(run: Run, env: dict[str, str]) -> None:
-    run.log_file = open(run.log_path, "w")
+    run.log_file = open(run.log_path, "a")  # a grid started again appends the next attempt of each run
     run.log_file.write(f"$ {run.command}\n")
     run.log_file.flush()
     run.started = time.monotonic()
