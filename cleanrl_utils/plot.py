@@ -2,11 +2,11 @@
 
 A run's env id, script (exp_name) and seed come from the hyperparameters it logged (the TEXT tab every script
 writes), whatever its folder is called (`--run-name` runs, the submission tools' `{env_id}__{exp_name}__{seed}`);
-only a run that logged none is read by its folder name, `{env_id}__{exp_name}__{seed}__{timestamp}`. Runs are grouped by configuration: env id, script (exp_name)
-and the hyperparameters (the TEXT tab every script logs) that differ between runs of that script, such as
-`--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a panel of
-episodic return against global step and one against wall-clock time: the mean over seeds with a shaded +-1 std
-band, every configuration overlaid. The markdown table gives the final return (per seed, the mean of its last 100
+only a run that logged none is read by its folder name, `{env_id}__{exp_name}__{seed}__{timestamp}`. Runs are
+grouped by configuration: env id, script (exp_name) and the hyperparameters that differ between runs of that
+script, such as `--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a
+panel of episodic return against global step and one against wall-clock time: the mean over seeds with a shaded
++-1 std band, every configuration overlaid. The markdown table gives the final return (per seed, the mean of its last 100
 episodes; then mean +- std over seeds) and the runtime of each configuration on each game.
 
     python -m cleanrl_utils.plot --run-dirs runs --output plots/ppo_curves

@@ -219,9 +219,10 @@ def resolve_run_name(args, restarted: bool = False) -> str:
 
     ``--run-name`` is never second-guessed (the safe choice for multi-node or requeued cluster jobs). Otherwise a new
     run gets ``{env_id}__{exp_name}__{seed}__{unix time}``, and ``--resume`` takes the newest folder of this
-    env/exp/seed that has a checkpoint (also ``{env_id}__{exp_name}__{seed}``, the submission tools' name). A restarted torchrun group (``restarted``) must land in the folder of its
-    first attempt, whose timestamped name it cannot recompute: each run folder records the TORCHELASTIC_RUN_ID it was
-    started under (torchrun keeps that id over restarts), and a restart takes the newest folder with its id.
+    env/exp/seed that has a checkpoint (also ``{env_id}__{exp_name}__{seed}``, the submission tools' name). A
+    restarted torchrun group (``restarted``) must land in the folder of its first attempt, whose timestamped name it
+    cannot recompute: each run folder records the TORCHELASTIC_RUN_ID it was started under (torchrun keeps that id
+    over restarts), and a restart takes the newest folder with its id.
     """
     if args.run_name:
         return args.run_name

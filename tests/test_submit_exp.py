@@ -233,8 +233,8 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
         assert overrides["environment"] == [{"name": "WANDB_API_KEY", "value": SECRET}]
         assert SECRET not in json.dumps(overrides["command"])
         assert "--nproc-per-node=4" in overrides["command"][2]
-        assert overrides["command"][2].endswith(f"--seed {seed} --run-name BeamRiderNoFrameskip-v4__ppo_atari_multigpu__"
-                                                f"{seed} --resume auto")
+        run_name = f"BeamRiderNoFrameskip-v4__ppo_atari_multigpu__{seed}"
+        assert overrides["command"][2].endswith(f"--seed {seed} --run-name {run_name} --resume auto")
         assert f"job-{seed + 1}" in res.stdout
 
 
