@@ -170,3 +170,18 @@ def test_each_panel_is_labelled_by_its_axis_and_the_legend_names_every_configura
     top_of_panels = max(ax.get_window_extent().y1 for ax in visible)
     assert box.y0 >= top_of_panels - 1  # above the panels, not over them
     plt.close(fig)
+
+
+def test_a_run_without_logged_identity_is_named_by_its_folder_or_skipped(tmp_path):
+    """Runs that logged no hyperparameters: a `{env_id}__{exp_name}__{seed}__{time}` folder still names them, any
+    other folder name is skipped with the reason."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for name in ("CartPole-v1__ppo__1__1700000000", "my-run"):
+        with SummaryWriter(str(tmp_path / "runs" / name)) as writer:
+            writer.add_scalar("charts/episodic_return", 10.0, 100)
+    res = run_script([PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"),
+                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert set(table_rows(res.stdout)) == {("CartPole-v1", "ppo")}
+    assert f"warning: skipping {tmp_path / 'runs' / 'my-run'}: it logged no env_id, exp_name and seed" in res.stderr
