@@ -1,5 +1,5 @@
-"""Resume from the run's own settings (cleanrl_utils/checkpoint.py: start_run), the same for both Atari scripts: the
-stop hint run verbatim, changed flags refused, a complete run, a larger --total-timesteps, --resume auto, and no
+"""Resume from the run's own settings (cleanrl_utils/checkpoint.py: start_run), the same for both Atari scripts:
+--resume auto, the stop hint run verbatim, changed flags refused, a complete run, a larger --total-timesteps, and no
 empty run folder after a refused start."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     runs = tmp_path / "runs"
     log = tmp_path / "first.log"
     proc = start_script([script, *CUSTOM, "--total-timesteps", str(20 * BATCH), "--checkpoint-interval", "1",
-                         "--runs-dir", str(runs), "--run-name", "cut"], tmp_path, log, env=FAST)
+                         "--runs-dir", str(runs), "--run-name", "cut", "--resume", "auto"], tmp_path, log, env=FAST)
     try:
         wait_for(log, "checkpoint: iteration 1,", proc, timeout=300)
         proc.send_signal(signal.SIGTERM)
@@ -48,6 +48,8 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     finally:
         if proc.poll() is None:
             proc.kill()
+    # --resume auto started the run, which had no checkpoint
+    assert f"note: no checkpoint in {runs / 'cut'} yet: starting the run" in log.read_text()
     hint = re.search(r"resume with: (.+)", log.read_text()).group(1)
     assert "--resume --run-name cut" in hint and "Pong" not in hint and "--num-envs" not in hint, hint
 
@@ -82,9 +84,13 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     assert rates[21 * BATCH] == pytest.approx(1e-3 * (1 - 20 / 22), rel=1e-5)
     assert len(list(runs.iterdir())) == 1
 
+    # a start without --resume never overwrites a run that has a checkpoint
+    again = run_script([script, "--run-name", "cut", "--runs-dir", str(runs)], tmp_path, 120, FAST)
+    assert_one_line_error(again, "already has a checkpoint: pass --resume")
+
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_resume_modes_without_a_checkpoint_and_no_empty_folder(script, tmp_path):
+def test_resume_without_a_checkpoint_and_no_empty_folder(script, tmp_path):
     runs = tmp_path / "runs"
     base = [script, *CUSTOM, "--runs-dir", str(runs), "--run-name", "new"]
     # --resume: the run must exist (both scripts)
@@ -95,10 +101,3 @@ def test_resume_modes_without_a_checkpoint_and_no_empty_folder(script, tmp_path)
     assert_one_line_error(run_script(["-c", code, script, *base[1:], "--track"], tmp_path, 120, FAST),
                           "--track needs wandb")
     assert not runs.exists() or not list(runs.iterdir())
-    # --resume auto: starts the run when it has no checkpoint
-    res = run_script([*base, "--resume", "auto", "--total-timesteps", str(2 * BATCH)], tmp_path, 300, FAST)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert f"note: no checkpoint in {runs / 'new'} yet: starting the run" in res.stdout
-    assert steps(runs / "new") == [BATCH, 2 * BATCH]
-    # and a run that has one is not overwritten by a start without --resume
-    assert_one_line_error(run_script(base, tmp_path, 120, FAST), "already has a checkpoint: pass --resume")
