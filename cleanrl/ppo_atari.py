@@ -33,14 +33,14 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import StopSignals, find_checkpoint, interrupts_ignored, restore_rng, rng_state
-from cleanrl_utils.checkpoint import save_checkpoint, save_model
+from cleanrl_utils.checkpoint import StopSignals, interrupts_ignored, open_run, restore_rng, rng_state
+from cleanrl_utils.checkpoint import save_checkpoint, save_model, start_run
 from cleanrl_utils.checks import check_atari_env_id, check_batch
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, check_positive
-from cleanrl_utils.runs import prepare_run_dir, resolve_run_name
+from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, check_positive
+from cleanrl_utils.runs import resume_command
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -70,8 +70,8 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: int = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: bool = False
-    """continue from the checkpoint of --run-name (default: the newest run of this env/exp/seed with a checkpoint)"""
+    resume: ResumeMode = "no"
+    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda)"""
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -311,7 +311,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args, run_name, ckpt = start_run(Args, __file__)  # a resume: the run's stored settings and its checkpoint
 
     # everything that can be checked is checked here, before the run writes anything
     check_positive(
@@ -344,9 +344,6 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    run_name = resolve_run_name(args)
-    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name), resume=args.resume)
-
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
     with interrupts_ignored():
         envs = make_vector_env(args, run_name, threads.env_threads)
@@ -360,7 +357,7 @@ if __name__ == "__main__":
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
         # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
-        ckpt = find_checkpoint(run_dir, agent, args, __file__)
+        run_dir, ckpt = open_run(args, run_name, agent, __file__, ckpt=ckpt)  # the run folder is made here
         start_iteration, global_step, recent_returns = 0, 0, []
         if ckpt is not None:
             agent.load_state_dict(ckpt["model"])
@@ -514,8 +511,8 @@ if __name__ == "__main__":
 
         if exit_code:
             print(
-                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with --resume --run-name "
-                f"{run_name}",
+                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+                f"{resume_command(args, run_name)}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -37,7 +37,7 @@ import tyro
 from torch.distributions.categorical import Categorical
 
 from cleanrl_utils.checkpoint import StopSignals, interrupts_ignored, open_run, restore_rng, rng_state
-from cleanrl_utils.checkpoint import save_checkpoint, save_model
+from cleanrl_utils.checkpoint import save_checkpoint, save_model, start_run
 from cleanrl_utils.checks import check_atari_env_id
 from cleanrl_utils.distributed import cpu_seconds, decided_on_rank0, gather_to_all, init_distributed
 from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, report_ranks, resolve_device
@@ -45,7 +45,8 @@ from cleanrl_utils.distributed import resolve_sizes, restart_count
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.runs import CHECKPOINT_FILE, Count, check_extras, check_non_negative, resolve_run_name
+from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, resolve_run_name
+from cleanrl_utils.runs import resume_command
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -75,8 +76,8 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: int = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: bool = False
-    """continue --run-name's run (default: this env/exp/seed's newest) from its checkpoint, or start anew if none"""
+    resume: ResumeMode = "no"
+    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda, --backend, --device-ids, --dist-timeout, --local-num-envs: the world size may change, the envs of all ranks together may not)"""
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -396,9 +397,10 @@ def ppo_update(
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
     info = read_dist_env()
     rank0 = info.rank == 0
+    # a resume: the run's stored settings and its checkpoint (the envs per rank follow this launch's world size)
+    args, run_name, ckpt = start_run(Args, __file__, restart_count() > 0, rank0, recomputed=("local_num_envs",))
 
     # everything that can be checked is checked here, on every rank, before the ranks wait for each other
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
@@ -420,8 +422,6 @@ if __name__ == "__main__":
     torch.manual_seed(args.seed + info.rank)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
-    run_name = resolve_run_name(args, restart_count() > 0) if rank0 else None
-
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
     # (before the process group: async env workers then fork no communication threads)
     with interrupts_ignored():
@@ -442,7 +442,7 @@ if __name__ == "__main__":
 
         # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint (rank 0 reads it:
         # a bad one stops every rank)
-        run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, agent, __file__, restart), info)
+        run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, agent, __file__, restart, ckpt), info)
         start_iteration, global_step, recent_returns = 0, 0, []
         if ckpt is not None:
             agent.load_state_dict(ckpt["model"])
@@ -610,8 +610,8 @@ if __name__ == "__main__":
 
         if rank0 and exit_code:
             print(
-                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with --resume --run-name "
-                f"{run_name}",
+                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+                f"{resume_command(args, run_name, info.launched)}",
                 file=sys.stderr,
                 flush=True,
             )

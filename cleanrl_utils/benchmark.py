@@ -1,6 +1,9 @@
 """Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array.
 
-Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``.
+Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``, and for a script that continues runs
+(cleanrl/ppo_atari*.py) also ``--run-name {env_id}__{exp_name}__{seed} --resume auto``: started again (or requeued
+on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint
+(docs/cluster.md).
 
     # print the commands
     python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
@@ -28,7 +31,7 @@ import tyro
 from cleanrl_utils import slurm
 from cleanrl_utils.nodes import is_python
 from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.runs import fail, make_dir
+from cleanrl_utils.runs import fail, make_dir, sweep_run_of
 
 # How many lines of a failed run's log the runner prints.
 LOG_TAIL_LINES = 15
@@ -66,6 +69,9 @@ class Args:
     """the Slurm job name; default: the script's name, e.g. `ppo`"""
     slurm_script_path: str | None = None
     """where the rendered sbatch script is written; default `{log_dir}/{job_name}_{time}.sbatch`"""
+    slurm_time: int | None = None
+    """the time limit of an array task in minutes; its run gets a signal before it, checkpoints and is requeued
+    (unset: the partition's limit)"""
     slurm_wait: bool = False
     """submit with `sbatch --wait`: block until every array task ends and exit with the highest task exit code"""
 
@@ -110,7 +116,9 @@ def grid(args: Args) -> list[tuple[str, int]]:
 
 
 def run_command(command: str, env_id: str, seed: int) -> str:
-    return f"{command} --env-id {shlex.quote(env_id)} --seed {seed}"
+    run_name = sweep_run_of(shlex.split(command), env_id, seed)
+    resume = f" --run-name {shlex.quote(run_name)} --resume auto" if run_name else ""
+    return f"{command} --env-id {shlex.quote(env_id)} --seed {seed}{resume}"
 
 
 def check_args(args: Args) -> None:
@@ -137,6 +145,7 @@ def check_args(args: Args) -> None:
             ("--slurm-cpus-per-task", args.slurm_cpus_per_task),
             ("--slurm-nodes", args.slurm_nodes),
             ("--slurm-ntasks", args.slurm_ntasks),
+            ("--slurm-time", args.slurm_time),
         ):
             if value is not None and value <= 0:
                 fail(f"{flag} must be positive, got {value}")
@@ -162,6 +171,9 @@ def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
         cpus_per_task=args.slurm_cpus_per_task,
         partition=args.slurm_partition,
         log_dir=args.log_dir,
+        time_minutes=args.slurm_time,
+        run_names=tuple(n for n in (sweep_run_of(tokens, e, s) for e, s in grid(args)) if n),
+        signal_seconds=slurm.time_limit_signal(args.slurm_time),
     )
 
 
@@ -234,7 +246,7 @@ def run_env(workers: int) -> dict[str, str]:
 
 
 def start(run: Run, env: dict[str, str]) -> None:
-    run.log_file = open(run.log_path, "w")
+    run.log_file = open(run.log_path, "a")  # a grid started again appends the next attempt of each run
     run.log_file.write(f"$ {run.command}\n")
     run.log_file.flush()
     run.started = time.monotonic()

@@ -157,10 +157,10 @@ def machine() -> str:
 
 def export(run_dir: str, base: str, meta: dict) -> None:
     """The run's episodes to ``base.csv`` and what made them to ``base.json``."""
-    returns = plot.load_run(run_dir, "", "", 0, "charts/episodic_return")
-    lengths = plot.load_run(run_dir, "", "", 0, "charts/episodic_length")
-    sps = plot.load_run(run_dir, "", "", 0, "charts/SPS")
-    if returns is None or lengths is None or sps is None:
+    returns = plot.load_run(run_dir, "charts/episodic_return")
+    lengths = plot.load_run(run_dir, "charts/episodic_length")
+    sps = plot.load_run(run_dir, "charts/SPS")
+    if any(isinstance(curve, str) for curve in (returns, lengths, sps)):
         fail(f"{run_dir} logged no finished game: nothing to export")
     os.makedirs(os.path.dirname(base), exist_ok=True)
     with open(base + ".csv", "w", newline="") as f:

@@ -1,12 +1,13 @@
 """Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e '.[plot]'`).
 
-Run directories are named `{env_id}__{exp_name}__{seed}__{timestamp}` (env ids with a slash, such as
-`ALE/Breakout-v5`, put the run one folder deeper). Runs are grouped by configuration: env id, script (exp_name)
-and the hyperparameters (the TEXT tab every script logs) that differ between runs of that script, such as
-`--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a panel of
-episodic return against global step and one against wall-clock time: the mean over seeds with a shaded +-1 std
-band, every configuration overlaid. The markdown table gives the final return (per seed, the mean of its last 100
-episodes; then mean +- std over seeds) and the runtime of each configuration on each game.
+A run's env id, script (exp_name) and seed come from the hyperparameters it logged (the TEXT tab every script
+writes), whatever its folder is called (`--run-name` runs, the submission tools' `{env_id}__{exp_name}__{seed}`);
+only a run that logged none is read by its folder name, `{env_id}__{exp_name}__{seed}__{timestamp}`. Runs are
+grouped by configuration: env id, script (exp_name) and the hyperparameters that differ between runs of that
+script, such as `--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a
+panel of episodic return against global step and one against wall-clock time: the mean over seeds with a shaded
++-1 std band, every configuration overlaid. The markdown table gives the final return (per seed, the mean of its
+last 100 episodes; then mean +- std over seeds) and the runtime of each configuration on each game.
 
     python -m cleanrl_utils.plot --run-dirs runs --output plots/ppo_curves
 """
@@ -112,7 +113,17 @@ def parse_hyperparameters(text: str) -> dict[str, str]:
     return params
 
 
-def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunCurve | None:
+def run_identity(hyperparameters: dict[str, str], name: str) -> tuple[str, str, int]:
+    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name; ("", "", 0) if
+    neither says."""
+    try:
+        return hyperparameters["env_id"], hyperparameters["exp_name"], int(hyperparameters["seed"])
+    except (KeyError, ValueError):
+        return parse_run_name(name) or ("", "", 0)
+
+
+def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
+    """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point, not a sample
@@ -121,9 +132,10 @@ def load_run(path: str, env_id: str, exp_name: str, seed: int, tag: str) -> RunC
     if "hyperparameters/text_summary" in acc.Tags()["tensors"]:
         text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0]
         hyperparameters = parse_hyperparameters(text.decode(errors="replace"))
+    env_id, exp_name, seed = run_identity(hyperparameters, name)
     scalar_tags = acc.Tags()["scalars"]
     if tag not in scalar_tags:
-        return None
+        return f"no {tag} logged (no episode finished?)"
     events = acc.Scalars(tag)
     start = acc.FirstEventTimestamp()
     end = max(acc.Scalars(t)[-1].wall_time for t in scalar_tags)
@@ -161,19 +173,15 @@ def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
     skipped."""
     runs: list[RunCurve] = []
     for path, name in find_run_dirs(args.run_dirs):
-        parsed = parse_run_name(name)
-        if parsed is None:
-            print(f"warning: skipping {path}: its name is not {{env_id}}__{{exp_name}}__{{seed}}__{{timestamp}}",
-                  file=sys.stderr)
-            continue
-        env_id, exp_name, seed = parsed
-        if (args.env_ids and env_id not in args.env_ids) or (args.exp_names and exp_name not in args.exp_names):
-            continue
-        run = load_run(path, env_id, exp_name, seed, args.tag)
-        if run is None:
-            print(f"warning: skipping {path}: no {args.tag} logged (no episode finished?)", file=sys.stderr)
-            continue
-        runs.append(run)
+        run = load_run(path, args.tag, name)
+        if isinstance(run, RunCurve) and not run.exp_name:
+            run = "it logged no env_id, exp_name and seed, and its name is not {env_id}__{exp_name}__{seed}__{time}"
+        if isinstance(run, str):
+            print(f"warning: skipping {path}: {run}", file=sys.stderr)
+        elif not (args.env_ids and run.env_id not in args.env_ids) and not (
+            args.exp_names and run.exp_name not in args.exp_names
+        ):
+            runs.append(run)
     labels = configuration_labels(runs)
     groups: dict[tuple[str, str], list[RunCurve]] = defaultdict(list)
     for run in runs:

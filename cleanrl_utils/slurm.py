@@ -6,6 +6,12 @@ A template's `{{name}}` placeholders are filled from one `ArrayJob`; a line whos
 out, so one template serves clusters with and without a setting (partition, GPUs, memory, time, ...). The
 multi-node template runs the per-node script of `cleanrl_utils/nodes.py` (one torchrun per node, c10d rendezvous
 on the first node) once per array task, i.e. per seed, or per env id and seed.
+
+Jobs survive preemption and time limits: they are requeueable (`--requeue`, a preempted or failed node's task goes
+back to the queue), get SIGUSR1 `signal_seconds` before the time limit (the batch script then stops the run with
+SIGTERM, which the scripts turn into a checkpoint, and requeues the task), append every attempt to one log, and run a
+script that continues runs with `--run-name {env_id}__{exp_name}__{seed} --resume auto`: every attempt continues the
+same run from its last checkpoint (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -47,15 +53,43 @@ class ArrayJob:
     partition: Optional[str] = None
     log_dir: str = "."
     wandb_key_env: Optional[str] = None  # the submitting shell's variable holding the W&B key
+    run_names: tuple[str, ...] = ()  # one per task, for a script that continues runs (`--resume auto`); else empty
+    signal_seconds: Optional[int] = None  # the time-limit warning (SIGUSR1) this many seconds before the limit
 
     @property
     def num_tasks(self) -> int:
         return max(1, len(self.env_ids)) * len(self.seeds)
 
 
+# sent by the batch script to itself before the time limit (`--signal=B:USR1@...`): SIGTERM to the step (the run
+# checkpoints and stops), then back to the queue, where the task continues its run
+REQUEUE_TRAP = """requeue() {
+    echo "time limit near: stopping the run at a checkpoint, then requeueing job $SLURM_JOB_ID"
+    scancel --signal=TERM "$SLURM_JOB_ID"  # to the step's processes (srun itself would end the step at once)
+    wait "$step" || true
+    scontrol requeue "$SLURM_JOB_ID"
+    exit 0
+}
+trap requeue USR1"""
+
+
+def time_limit_signal(time_minutes: Optional[int]) -> Optional[int]:
+    """Seconds before the time limit to warn a task: 5 minutes, or a third of a short limit (Slurm signals up to a
+    minute early, the script needs one iteration to stop)."""
+    return None if time_minutes is None else min(300, time_minutes * 20)
+
+
+def task_args(job: ArrayJob) -> str:
+    """What follows the command in an array task: its env id and seed ($ENV_ID, $SEED) and, for a script that
+    continues runs, its run name ($RUN_NAME) and `--resume auto`."""
+    words = (' --env-id "$ENV_ID"' if job.env_ids else "") + ' --seed "$SEED"'
+    return words + (' --run-name "$RUN_NAME" --resume auto' if job.run_names else "")
+
+
 def node_script(job: ArrayJob) -> str:
-    """What each node of an array task runs; the task's env id and seed come in as $ENV_ID and $SEED."""
-    run = job.run + (' --env-id "$ENV_ID"' if job.env_ids else "") + ' --seed "$SEED"'
+    """What each node of an array task runs; the task's env id, seed and run name come in as $ENV_ID, $SEED and
+    $RUN_NAME."""
+    run = job.run + task_args(job)
     return node_command(
         run, num_nodes=job.nodes or 1, nproc=job.nproc_per_node, torchrun=job.torchrun, python=job.python,
         launcher=torch_launcher(job.python), nv=slurm_node_vars(),
@@ -85,6 +119,10 @@ def template_values(job: ArrayJob) -> dict[str, Optional[str]]:
         "start_seed": str(job.seeds.start),
         "wandb_key_env": job.wandb_key_env,
         "node_script": shlex.quote(node_script(job)),
+        "task_args": task_args(job),
+        "run_names": " ".join(shlex.quote(n) for n in job.run_names) or None,
+        "signal_seconds": text(job.signal_seconds),
+        "requeue_trap": REQUEUE_TRAP,
     }
 
 

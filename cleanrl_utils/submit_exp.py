@@ -11,7 +11,11 @@
     # the same job on a Slurm cluster: write the sbatch script, submit it and wait for its exit code
     ... --provider slurm --num-nodes 2 --vcpus 8 --memory 16000 --gpus 1 --submit --wait
 
-Every run is `{command} --seed {seed}`. With `--num-nodes` > 1 the command must be a torch.distributed script
+Every run is `{command} --seed {seed}`, and for a script that continues runs (cleanrl/ppo_atari*.py) also
+`--run-name {env_id}__{exp_name}__{seed} --resume auto`: every attempt of a run (an AWS Batch retry, a Slurm requeue,
+a local retry, the same submission again) finds its run folder and continues from its last checkpoint, or skips it
+when it is complete. Where the run folders go and what happens at a preemption, a retry or a time limit:
+docs/cluster.md. With `--num-nodes` > 1 the command must be a torch.distributed script
 (e.g. cleanrl/ppo_atari_multigpu.py): each node runs one torchrun launcher (`python` in the command becomes the
 launcher) with a c10d rendezvous on the main node, and as many processes as the node has GPUs (1 without GPUs).
 Node resources (vCPUs, memory, GPUs) come from `--instance-type` and can be overridden with `--vcpus/--memory/--gpus`.
@@ -44,7 +48,7 @@ import tyro
 from cleanrl_utils import slurm
 from cleanrl_utils.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.runs import check_positive, fail
+from cleanrl_utils.runs import check_positive, fail, supports_resume, sweep_run_of
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
@@ -68,6 +72,9 @@ MEMORY_SHARE = 0.9
 # the environment variable the W&B key gets inside the job
 WANDB_ENV = "WANDB_API_KEY"
 MASK = "***"
+# the scripts' own failures (`fail`: 1, a usage error: 2): a retry would fail the same way
+NO_RETRY_EXIT_CODES = (1, 2)
+EFS_VOLUME = "runs"
 
 
 @dataclass
@@ -108,8 +115,9 @@ class Args:
     """[aws] the job queue"""
     docker_image: str = "cleanrl-throughput:latest"
     """[aws] the container image (build and push the repo's Dockerfile)"""
-    num_retries: int = 0
-    """[aws] how often a failed job is retried (0 to 9)"""
+    num_retries: int = 3
+    """how often a failed run is retried, resuming from its last checkpoint (AWS Batch: 0 to 9; local too): a lost
+    host or node, a kill or a crash is retried, the script's own errors (exit codes 1 and 2: bad input) are not"""
     timeout_seconds: int = 16 * 3600
     """time limit of one run (AWS attempt duration; Slurm --time)"""
     region: Optional[str] = None
@@ -118,6 +126,16 @@ class Args:
     """[aws] a Secrets Manager / SSM parameter ARN holding the W&B key, injected as WANDB_API_KEY by AWS Batch"""
     execution_role_arn: Optional[str] = None
     """[aws] the execution role that may read --wandb-secret-arn"""
+    efs_file_system_id: Optional[str] = None
+    """[aws] an EFS file system (fs-...) mounted at --efs-runs-dir in every job: the run folders (TensorBoard logs,
+    checkpoints, models) outlive the container, so a retry resumes (without it they are lost when the job ends)"""
+    efs_access_point_id: Optional[str] = None
+    """[aws] an EFS access point (fsap-...) to mount through (its root directory and POSIX user apply; IAM
+    authorization with the job role)"""
+    efs_root_directory: str = "/"
+    """[aws] the folder of the file system to mount (without an access point)"""
+    efs_runs_dir: str = "/mnt/runs"
+    """[aws] where the EFS volume is mounted in the container; the runs get `--runs-dir` this"""
 
     # Slurm
     slurm_script_path: Optional[str] = None
@@ -148,6 +166,7 @@ class Job:
 
     argv: list[str]  # the script and its arguments, without `python` and `--seed`
     name: str  # job name stem: script and env id
+    resumable: bool  # the script continues runs: each run gets a fixed --run-name and --resume auto
     num_nodes: int
     torchrun: bool
     node: Node
@@ -187,8 +206,11 @@ def parse_job(args: Args) -> Job:
             f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
             f"got {args.command!r}"
         )
-    if any(t == "--seed" or t.startswith("--seed=") for t in tokens):
-        fail("--command must not set --seed: the seeds come from --start-seed and --num-seeds")
+    for flag, why in (("--seed", "the seeds come from --start-seed and --num-seeds"),
+                      ("--run-name", "each run is named {env_id}__{exp_name}__{seed}"),
+                      ("--resume", "every run is started with --resume auto")):
+        if any(t == flag or t.startswith(flag + "=") for t in tokens):
+            fail(f"--command must not set {flag}: {why}")
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
     torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
@@ -201,7 +223,13 @@ def parse_job(args: Args) -> Job:
     env_id = env_id or next((t.split("=", 1)[1] for t in tokens if t.startswith("--env-id=")), None)
     stem = Path(script).stem.replace(".", "-")
     name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{stem}-{env_id}" if env_id else stem)
-    return Job(argv=argv, name=name[:100], num_nodes=args.num_nodes, torchrun=torchrun, node=node_resources(args))
+    resumable = supports_resume(script)
+    if args.provider == "aws" and resumable and args.efs_file_system_id:
+        if any(t == "--runs-dir" or t.startswith("--runs-dir=") for t in tokens):
+            fail("--command must not set --runs-dir with --efs-file-system-id: the runs go to --efs-runs-dir")
+        argv = [*argv, "--runs-dir", args.efs_runs_dir]
+    return Job(argv=argv, name=name[:100], resumable=resumable,
+               num_nodes=args.num_nodes, torchrun=torchrun, node=node_resources(args))
 
 
 def wandb_key(args: Args) -> Optional[str]:
@@ -214,9 +242,22 @@ def wandb_key(args: Args) -> Optional[str]:
     return value
 
 
+def run_words(job: Job, seed: int) -> list[str]:
+    """What follows the script's arguments in one run: its seed and, for a script that continues runs, the run name
+    every attempt computes the same way and `--resume auto`."""
+    run_name = sweep_run_of(job.argv, None, seed)
+    return ["--seed", str(seed), *(["--run-name", run_name, "--resume", "auto"] if run_name else [])]
+
+
+def retryable(exit_codes: list[int]) -> bool:
+    """A failed run is retried unless it failed on its own (exit code 1, or 2 for a usage error: bad input that
+    fails again); a signal (a kill, a lost node), a crash of the interpreter or a stop is retried."""
+    return any(code not in (0, *NO_RETRY_EXIT_CODES) for code in exit_codes)
+
+
 def job_node_command(job: Job, seed: int, python: str, launcher: str, nv: NodeVars) -> str:
     """The shell script one node of `job` runs for one seed (AWS Batch and the local simulated nodes)."""
-    run = f"{shlex.join(job.argv)} --seed {seed}"
+    run = shlex.join([*job.argv, *run_words(job, seed)])
     return node_command(
         run, num_nodes=job.num_nodes, nproc=job.node.nproc, torchrun=job.torchrun, python=python, launcher=launcher,
         nv=nv,
@@ -231,6 +272,28 @@ def seeds(args: Args) -> range:
 # AWS Batch
 
 
+def efs_volume(args: Args) -> dict:
+    """The EFS volume of the run folders: encrypted in transit (which an access point and IAM authorization need),
+    mounted through the access point if one is given (it sets the root directory), else at --efs-root-directory."""
+    config: dict = {"fileSystemId": args.efs_file_system_id, "transitEncryption": "ENABLED"}
+    if args.efs_access_point_id:
+        config["authorizationConfig"] = {"accessPointId": args.efs_access_point_id, "iam": "ENABLED"}
+    else:
+        config["rootDirectory"] = args.efs_root_directory
+    return config
+
+
+def retry_strategy(num_retries: int) -> dict:
+    """Retry what the infrastructure did (a reclaimed spot instance or a lost host: status reason `Host EC2 ...`,
+    whatever the exit code), exit at once on the script's own errors, retry anything else (a kill, a crash)."""
+    if num_retries == 0:
+        return {"attempts": 1}
+    rules = [{"onStatusReason": "Host EC2*", "action": "RETRY"}]
+    rules += [{"onExitCode": str(code), "action": "EXIT"} for code in NO_RETRY_EXIT_CODES]
+    rules.append({"onReason": "*", "action": "RETRY"})
+    return {"attempts": 1 + num_retries, "evaluateOnExit": rules}
+
+
 def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, dict]]:
     """The RegisterJobDefinition request and one SubmitJob request per seed, as botocore operation name + params."""
     resources = [
@@ -243,9 +306,12 @@ def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, di
     if args.wandb_secret_arn:
         container["secrets"] = [{"name": WANDB_ENV, "valueFrom": args.wandb_secret_arn}]
         container["executionRoleArn"] = args.execution_role_arn
+    if args.efs_file_system_id:
+        container["volumes"] = [{"name": EFS_VOLUME, "efsVolumeConfiguration": efs_volume(args)}]
+        container["mountPoints"] = [{"sourceVolume": EFS_VOLUME, "containerPath": args.efs_runs_dir, "readOnly": False}]
     definition: dict = {
         "jobDefinitionName": args.job_definition,
-        "retryStrategy": {"attempts": 1 + args.num_retries},
+        "retryStrategy": retry_strategy(args.num_retries),
         "timeout": {"attemptDurationSeconds": args.timeout_seconds},
         "platformCapabilities": ["EC2"],
     }
@@ -282,6 +348,11 @@ def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, di
     return requests
 
 
+def check_retries(args: Args) -> None:
+    if not 0 <= args.num_retries <= 9:
+        fail(f"--num-retries must be between 0 and 9 (AWS Batch allows 10 attempts), got {args.num_retries}")
+
+
 def masked(value, key: Optional[str]):
     """A copy of a request with the secret replaced, for printing."""
     if isinstance(value, dict):
@@ -294,10 +365,11 @@ def masked(value, key: Optional[str]):
 def submit_aws(args: Args, job: Job) -> None:
     if args.wandb_secret_arn and not args.execution_role_arn:
         fail("--wandb-secret-arn needs --execution-role-arn (the role AWS Batch uses to read the secret)")
-    if not 0 <= args.num_retries <= 9:
-        fail(f"--num-retries must be between 0 and 9 (AWS Batch allows 10 attempts), got {args.num_retries}")
+    check_retries(args)
     if args.timeout_seconds < 60:
         fail(f"--timeout-seconds must be at least 60 on AWS Batch, got {args.timeout_seconds}")
+    if args.efs_access_point_id and not args.efs_file_system_id:
+        fail("--efs-access-point-id needs --efs-file-system-id (the file system the access point belongs to)")
     key = wandb_key(args)
     requests = aws_requests(args, job, key)
     if args.dry_run:
@@ -327,6 +399,9 @@ def submit_aws(args: Args, job: Job) -> None:
             submit["jobDefinition"] = registered["jobDefinitionArn"]
             response = client.submit_job(**submit)
             print(f"submitted {response['jobName']}: job id {response['jobId']}")
+        if not args.efs_file_system_id:
+            print("note: without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's "
+                  "container ends, and a retry starts its run over (docs/cluster.md)")
     except (BotoCoreError, ClientError) as exc:
         fail(f"AWS Batch: {exc}")
 
@@ -409,17 +484,24 @@ def run_nodes(nodes: list[tuple[list[str], dict[str, str]]], label: str) -> list
 
 
 def run_local(args: Args, job: Job) -> None:
+    """Each seed's nodes in turn; a failed run is retried as on AWS Batch (`retryable`), up to --num-retries times,
+    with a new rendezvous: it resumes from its last checkpoint."""
+    check_retries(args)
     key = wandb_key(args)
     failed = []
     for seed in seeds(args):
-        nodes = local_nodes(args, job, seed, key)
         if args.dry_run:
-            for index, (cmd, env) in enumerate(nodes):
+            for index, (cmd, env) in enumerate(local_nodes(args, job, seed, key)):
                 shown = " ".join(f"{k}={shlex.quote(str(masked(v, key)))}" for k, v in env.items())
                 print(f"# seed {seed} node {index}\n{shown} {shlex.join(cmd)}")
             continue
-        codes = run_nodes(nodes, f"seed {seed}")
-        print(f"seed {seed}: node exit codes {codes}")
+        for attempt in range(1 + args.num_retries):
+            codes = run_nodes(local_nodes(args, job, seed, key), f"seed {seed}")
+            print(f"seed {seed}: node exit codes {codes}")
+            if not any(codes) or not retryable(codes):
+                break
+            if attempt < args.num_retries:
+                print(f"seed {seed}: retry {attempt + 1} of {args.num_retries}", flush=True)
         if any(codes):
             failed.append(f"seed {seed} (node exit codes {codes})")
     if failed:
@@ -447,6 +529,8 @@ def slurm_job(args: Args, job: Job, log_dir: Path) -> slurm.ArrayJob:
         partition=args.partition,
         log_dir=str(log_dir),
         wandb_key_env=args.wandb_key_env,
+        run_names=tuple(n for n in (sweep_run_of(job.argv, None, seed) for seed in seeds(args)) if n),
+        signal_seconds=slurm.time_limit_signal(max(1, args.timeout_seconds // 60)),
     )
 
 

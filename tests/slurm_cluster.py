@@ -78,7 +78,7 @@ def _write_config(root: Path, ports: list[int]) -> Path:
         "SlurmdUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
-        f"AuthInfo=socket={sock}",
+        f"AuthInfo=socket={sock},cred_expire=10",  # a requeued job may start again after this many seconds
         f"StateSaveLocation={root / 'state'}",
         f"SlurmdSpoolDir={root / 'spool'}/%n",
         f"SlurmctldPidFile={root / 'run' / 'slurmctld.pid'}",

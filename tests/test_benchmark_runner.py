@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import REPO_ROOT, assert_one_line_error, run_script
+from helpers import REPO_ROOT, assert_one_line_error, read_scalars, run_script, start_script
 
 BENCHMARK = "cleanrl_utils/benchmark.py"
 PPO = f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'}"
@@ -172,6 +172,8 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
         "#SBATCH --gpus-per-task=1",
         "#SBATCH --cpus-per-task=6",
         f"#SBATCH --output={tmp_path / 'logs'}/%x_%A_%a.log",
+        "#SBATCH --open-mode=append",  # every attempt of a requeued task in one log
+        "#SBATCH --requeue",
     ]
     assert "env_ids=(CartPole-v1 ALE/Breakout-v5)" in text and "seeds=(5 6 7)" in text
 
@@ -187,6 +189,46 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
     # optional settings: 0 GPUs drops the GPU request, nodes appear only when asked for
     text = render(tmp_path, "slurm_gpu.template", *grid, "--slurm-gpus-per-task", "0", "--slurm-nodes", "1")
     assert "--gpus-per-task" not in text and "#SBATCH --nodes=1" in text and "--partition" not in text
+    # a time limit: the warning that checkpoints and requeues comes 5 minutes before it
+    text = render(tmp_path, "slurm_gpu.template", *grid, "--slurm-time", "60")
+    assert "#SBATCH --time=60" in text.splitlines() and "#SBATCH --signal=B:USR1@300" in text.splitlines()
+
+
+@pytest.mark.slow
+def test_started_again_the_grid_skips_complete_runs_and_resumes_cut_ones(tmp_path):
+    """Seed 1 finishes, seed 2 is cut (the runner stopped, as a scheduler does); the same command again: seed 1 is
+    complete at once, seed 2 continues from its checkpoint; each ends with one run folder, every step once."""
+    command = (f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo_atari.py'} --num-envs 2 --num-steps 16 "
+               "--num-minibatches 2 --update-epochs 1 --vector-env sync --no-progress-bar --checkpoint-interval 1 "
+               "--total-timesteps 640 --runs-dir runs")
+    argv = [BENCHMARK, "--env-ids", "BreakoutNoFrameskip-v4", "--num-seeds", "2", "--workers", "1",
+            "--command", command]
+    log = tmp_path / "benchmark_logs" / "ppo_atari__BreakoutNoFrameskip-v4__2.log"
+    runner = start_script(argv, tmp_path, tmp_path / "first.log", env={"OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while "checkpoint: iteration 2," not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline and runner.poll() is None, (tmp_path / "first.log").read_text()
+            time.sleep(0.2)
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=120) == 130
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert "stopped at global step" in log.read_text()
+
+    res = run_script(argv, cwd=tmp_path, timeout=400, env={"OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr
+    first = (tmp_path / "benchmark_logs" / "ppo_atari__BreakoutNoFrameskip-v4__1.log").read_text()
+    assert "run BreakoutNoFrameskip-v4__ppo_atari__1 is complete: global step 640" in first
+    second = log.read_text()
+    assert second.count("$ ") == 2 and second.splitlines()[0].endswith(
+        "--seed 2 --run-name BreakoutNoFrameskip-v4__ppo_atari__2 --resume auto")
+    assert re.search(r"resuming from iteration ([2-9]|1\d) ", second), second
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "BreakoutNoFrameskip-v4__ppo_atari__1", "BreakoutNoFrameskip-v4__ppo_atari__2"]
+    for run in (tmp_path / "runs").iterdir():
+        assert [step for step, _ in read_scalars(run, "charts/learning_rate")] == [32 * i for i in range(1, 21)]
 
 
 def slurm_nodes_bin(tmp_path: Path) -> dict[str, str]:
@@ -223,7 +265,8 @@ def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
     assert launches == [
         f"-m torch.distributed.run --nnodes=4 --node-rank={n} --nproc-per-node=8 --rdzv-backend=c10d "
         f"--rdzv-endpoint=10.1.2.0:21234 --rdzv-id=1234 --local-addr=10.1.2.{n} cleanrl/ppo_atari_multigpu.py "
-        "--num-envs 16 --env-id PongNoFrameskip-v4 --seed 1"
+        "--num-envs 16 --env-id PongNoFrameskip-v4 --seed 1 --run-name PongNoFrameskip-v4__ppo_atari_multigpu__1 "
+        "--resume auto"
         for n in range(4)
     ]
 
@@ -253,7 +296,8 @@ def test_runner_and_submit_exp_render_the_same_multinode_job(tmp_path):
         launches = run_array_task(runner, env, index, nodes=2)[1:]
         assert launches == run_array_task(submitted, env, index, nodes=2)[1:]
         assert [line.split()[3] for line in launches] == ["--node-rank=0", "--node-rank=1"]
-        assert all(line.endswith(f"--env-id PongNoFrameskip-v4 --seed {seed}") for line in launches), launches
+        assert all(line.endswith(f"--env-id PongNoFrameskip-v4 --seed {seed} --run-name "
+                                 f"PongNoFrameskip-v4__ppo_atari_multigpu__{seed} --resume auto") for line in launches)
 
 
 @pytest.mark.slow

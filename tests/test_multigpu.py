@@ -295,7 +295,7 @@ CHECKPOINTS = {
     # case: (how the checkpoint differs from the run, fragment of the error)
     "other env": ({"env_id": "PongNoFrameskip-v4", "actions": 6}, "was made for PongNoFrameskip-v4, not --env-id"),
     "other arch": ({"actions": 6}, "another network architecture than this script's Agent"),  # Breakout has 4
-    "other batch": ({"num_steps": 32}, "resume with the same --num-envs, --num-steps and --total-timesteps"),
+    "other batch": ({"num_steps": 32}, "resume with the same --num-envs and --num-steps"),
     "corrupt": ({}, "cannot read the checkpoint"),
     "foreign": ({}, "is not a checkpoint of ppo_atari_multigpu.py"),
 }

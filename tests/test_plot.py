@@ -4,7 +4,6 @@ one-line errors for bad input."""
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 
 import numpy as np
@@ -26,6 +25,23 @@ def runs(tmp_path_factory):
     return root / "runs"
 
 
+def copy_run(src, dst, **changed: str) -> None:
+    """A copy of a run's episodic returns (steps and wall times) whose logged hyperparameters differ in `changed`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    acc = EventAccumulator(str(src), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
+    rows = [line.split("|") for line in text.splitlines()]
+    text = "\n".join("|".join(["", r[1], changed[r[1]], ""]) if len(r) == 4 and r[1] in changed else "|".join(r)
+                     for r in rows)
+    with SummaryWriter(str(dst)) as writer:
+        writer.add_text("hyperparameters", text)
+        for e in acc.Scalars("charts/episodic_return"):
+            writer.add_scalar("charts/episodic_return", e.value, e.step, walltime=e.wall_time)
+
+
 def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:
     rows = {}
     for line in stdout.splitlines():
@@ -39,11 +55,12 @@ def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:
 def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
     # a second "script" (the same runs under another exp_name) to overlay, and an env id with a slash, whose
     # run directory sits one folder deeper
+    # a second "script" (the same runs logged under another exp_name) and another env id, in folders named any
+    # way (as `--run-name` runs are): the plot reads env id, exp name and seed from the logged hyperparameters
     other = tmp_path / "other"
-    for run in runs.iterdir():
-        shutil.copytree(run, other / run.name.replace("__ppo__", "__ppo_copy__"))
-    first = sorted(runs.iterdir())[0]
-    shutil.copytree(first, other / "ALE" / first.name.replace("CartPole-v1", "Breakout-v5"))
+    for i, run in enumerate(sorted(runs.iterdir())):
+        copy_run(run, other / f"my-run-{i}", exp_name="ppo_copy")
+    copy_run(sorted(runs.iterdir())[0], other / "ALE" / "breakout-try", env_id="ALE/Breakout-v5")
 
     res = run_script([PLOT, "--run-dirs", str(runs), str(other), "--output", str(tmp_path / "fig" / "ppo")],
                      cwd=tmp_path, timeout=120)
@@ -62,7 +79,7 @@ def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
         seeds, final, runtime = rows[("CartPole-v1", script)]
         assert seeds == "2"
         assert final == f"{finals.mean():.2f} ± {finals.std():.2f}"
-        assert re.fullmatch(r"\d+\.\d s ± \d+\.\d s", runtime)
+        assert script == "ppo_copy" or re.fullmatch(r"\d+\.\d s ± \d+\.\d s", runtime)  # (a copy starts now)
     assert rows[("ALE/Breakout-v5", "ppo")][:2] == ["1", f"{finals[0]:.2f} ± 0.00"]
 
 
@@ -153,3 +170,18 @@ def test_each_panel_is_labelled_by_its_axis_and_the_legend_names_every_configura
     top_of_panels = max(ax.get_window_extent().y1 for ax in visible)
     assert box.y0 >= top_of_panels - 1  # above the panels, not over them
     plt.close(fig)
+
+
+def test_a_run_without_logged_identity_is_named_by_its_folder_or_skipped(tmp_path):
+    """Runs that logged no hyperparameters: a `{env_id}__{exp_name}__{seed}__{time}` folder still names them, any
+    other folder name is skipped with the reason."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    for name in ("CartPole-v1__ppo__1__1700000000", "my-run"):
+        with SummaryWriter(str(tmp_path / "runs" / name)) as writer:
+            writer.add_scalar("charts/episodic_return", 10.0, 100)
+    res = run_script([PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"),
+                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert set(table_rows(res.stdout)) == {("CartPole-v1", "ppo")}
+    assert f"warning: skipping {tmp_path / 'runs' / 'my-run'}: it logged no env_id, exp_name and seed" in res.stderr

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
+import signal
 import sys
 import subprocess
 import threading
@@ -15,9 +17,10 @@ from pathlib import Path
 
 import botocore.session
 import botocore.validate
+import psutil
 import pytest
 
-from helpers import REPO_ROOT, read_scalars
+from helpers import REPO_ROOT, read_scalars, start_script, wait_for
 
 SUBMIT = "cleanrl_utils/submit_exp.py"
 USER_COMMAND = "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4"
@@ -63,6 +66,7 @@ def one_error_line(res) -> str:
 def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
     res = run_submit(
         ["--command", USER_COMMAND, "--num-seeds", "3", "--num-nodes", "4", "--instance-type", "c5.12xlarge",
+         "--efs-file-system-id", "fs-0123456789abcdef0", "--efs-access-point-id", "fsap-0123456789abcdef0",
          "--dry-run"],
         tmp_path,
         aws_env(tmp_path),  # a dry run needs no credentials
@@ -81,6 +85,15 @@ def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
     assert container["instanceType"] == "c5.12xlarge"
     resources = {r["type"]: r["value"] for r in container["resourceRequirements"]}
     assert resources["VCPU"] == "48" and "GPU" not in resources and 80_000 < int(resources["MEMORY"]) < 96 * 1024
+    # the run folders on EFS, through the access point (encrypted in transit, IAM), at the runs' --runs-dir
+    assert container["volumes"] == [{"name": "runs", "efsVolumeConfiguration": {
+        "fileSystemId": "fs-0123456789abcdef0", "transitEncryption": "ENABLED",
+        "authorizationConfig": {"accessPointId": "fsap-0123456789abcdef0", "iam": "ENABLED"}}}]
+    assert container["mountPoints"] == [{"sourceVolume": "runs", "containerPath": "/mnt/runs", "readOnly": False}]
+    # lost hosts (spot reclaim) retry, the script's own errors do not, anything else retries
+    assert definition["retryStrategy"] == {"attempts": 4, "evaluateOnExit": [
+        {"onStatusReason": "Host EC2*", "action": "RETRY"}, {"onExitCode": "1", "action": "EXIT"},
+        {"onExitCode": "2", "action": "EXIT"}, {"onReason": "*", "action": "RETRY"}]}
 
     for seed, r in zip((1, 2, 3), requests[1:]):
         submit = r["params"]
@@ -95,7 +108,10 @@ def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
             "--nproc-per-node=1 --rdzv-backend=c10d"  # c5 has no GPU: one process per node
         ), last
         assert '--rdzv-endpoint="$MAIN_ADDR:29500"' in last
-        assert last.endswith(f"cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --seed {seed}")
+        # every attempt of a seed's run continues the same run folder on the volume
+        assert last.endswith(f"cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --runs-dir /mnt/runs "
+                             f"--seed {seed} --run-name BeamRiderNoFrameskip-v4__ppo_atari_multigpu__{seed} "
+                             "--resume auto")
         # the main node has no MAIN_NODE_PRIVATE_IPV4_ADDRESS and falls back to its own address
         assert "MAIN_ADDR=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$THIS_ADDR}" in script
 
@@ -113,6 +129,7 @@ def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
 def test_single_node_gpu_job_with_secret_arn_is_valid(tmp_path):
     res = run_submit(
         ["--command", USER_COMMAND, "--instance-type", "p4d.24xlarge", "--num-retries", "2", "--dry-run",
+         "--efs-file-system-id", "fs-0123456789abcdef0", "--efs-root-directory", "/cleanrl", "--efs-runs-dir", "/r",
          "--wandb-secret-arn", SECRET_ARN,
          "--execution-role-arn", "arn:aws:iam::123456789012:role/batch-exec"],
         tmp_path,
@@ -123,8 +140,11 @@ def test_single_node_gpu_job_with_secret_arn_is_valid(tmp_path):
     for r in requests:
         assert_valid_batch_request(r["operation"], r["params"])
     definition, submit = requests[0]["params"], requests[1]["params"]
-    assert definition["type"] == "container" and definition["retryStrategy"] == {"attempts": 3}
+    assert definition["type"] == "container" and definition["retryStrategy"]["attempts"] == 3
     container = definition["containerProperties"]
+    assert container["volumes"][0]["efsVolumeConfiguration"] == {
+        "fileSystemId": "fs-0123456789abcdef0", "transitEncryption": "ENABLED", "rootDirectory": "/cleanrl"}
+    assert container["mountPoints"][0]["containerPath"] == "/r"
     assert {r["type"]: r["value"] for r in container["resourceRequirements"]}["GPU"] == "8"
     assert container["secrets"] == [{"name": "WANDB_API_KEY", "valueFrom": SECRET_ARN}]
     script = submit["containerOverrides"]["command"][2]
@@ -212,7 +232,9 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
         overrides = body["nodeOverrides"]["nodePropertyOverrides"][0]["containerOverrides"]
         assert overrides["environment"] == [{"name": "WANDB_API_KEY", "value": SECRET}]
         assert SECRET not in json.dumps(overrides["command"])
-        assert "--nproc-per-node=4" in overrides["command"][2] and overrides["command"][2].endswith(f"--seed {seed}")
+        assert "--nproc-per-node=4" in overrides["command"][2]
+        run_name = f"BeamRiderNoFrameskip-v4__ppo_atari_multigpu__{seed}"
+        assert overrides["command"][2].endswith(f"--seed {seed} --run-name {run_name} --resume auto")
         assert f"job-{seed + 1}" in res.stdout
 
 
@@ -222,6 +244,10 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
         (["--command", "cleanrl/ppo_atari_multigpu.py"], "must be `python SCRIPT"),
         (["--command", "python cleanrl/ppo_atari.py", "--num-nodes", "2"], "torch.distributed script"),
         (["--command", "python cleanrl/ppo.py --seed 3"], "must not set --seed"),
+        (["--command", "python cleanrl/ppo_atari.py --run-name x"], "must not set --run-name"),
+        (["--command", "python cleanrl/ppo_atari.py --runs-dir r", "--efs-file-system-id", "fs-1"],
+         "must not set --runs-dir with --efs-file-system-id"),
+        (["--command", USER_COMMAND, "--efs-access-point-id", "fsap-1"], "needs --efs-file-system-id"),
         (["--command", USER_COMMAND, "--instance-type", "x9.huge"], "unknown --instance-type 'x9.huge'"),
         (["--command", USER_COMMAND, "--wandb-key-env", "NOT_SET_ANYWHERE_123"], "NOT_SET_ANYWHERE_123"),
     ],
@@ -263,11 +289,42 @@ def test_local_provider_runs_two_simulated_nodes(tmp_path):
 
 @pytest.mark.torchrun
 @pytest.mark.slow
+def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
+    """SIGKILL of one node's launcher mid-run: the run fails, is retried (a signal is not the script's own error),
+    resumes from its last checkpoint in the same run folder and ends at the step an uninterrupted run ends at."""
+    runs, log, iterations = tmp_path / "runs", tmp_path / "submit.log", 12
+    command = TINY_MULTIGPU.replace("--total-timesteps 64", f"--total-timesteps {iterations * 64}")
+    proc = start_script(
+        [str(REPO_ROOT / SUBMIT), "--provider", "local", "--num-nodes", "2", "--num-retries", "1", "--command",
+         f"{command} --runs-dir {runs} --checkpoint-interval 1"], tmp_path, log)
+    try:
+        wait_for(log, "checkpoint: iteration 2,", proc, timeout=300)
+        node1 = [p for p in psutil.Process(proc.pid).children()
+                 if p.environ().get("AWS_BATCH_JOB_NODE_INDEX") == "1"]
+        assert len(node1) == 1
+        node1[0].send_signal(signal.SIGKILL)
+        code = proc.wait(timeout=400)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert code == 0, output[-4000:]
+    assert re.search(r"seed 1: node exit codes \[-?\d+, -9\]", output) and "seed 1: retry 1 of 1" in output, output
+    resumed = re.search(r"resuming from iteration (\d+) \(global step (\d+)\)", output)
+    assert resumed and 2 <= int(resumed[1]) < iterations, output[-4000:]
+    assert output.rstrip().splitlines()[-1] == "seed 1: node exit codes [0, 0]"
+    run_dir = runs / "BreakoutNoFrameskip-v4__ppo_atari_multigpu__1"
+    assert [p.name for p in runs.iterdir()] == [run_dir.name]
+    assert [step for step, _ in read_scalars(run_dir, "losses/value_loss")] == [64 * i for i in range(1, iterations + 1)]
+
+
+@pytest.mark.torchrun
+@pytest.mark.slow
 def test_local_provider_fails_and_stops_the_other_node(tmp_path):
     # rank 1 dies before joining; rank 0 would wait in init_process_group for many minutes if not stopped
     start = time.monotonic()
     res = run_submit(
-        ["--provider", "local", "--num-nodes", "2", "--launcher", "torchrun",
+        ["--provider", "local", "--num-nodes", "2", "--launcher", "torchrun", "--num-retries", "0",
          "--command", f"python {STANDIN} --out-dir {tmp_path / 'out'} --fail-rank 1"],
         tmp_path,
         timeout=240,
