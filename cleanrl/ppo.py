@@ -100,7 +100,7 @@ class Args:
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
     target_kl: float | None = None
-    """the target KL divergence threshold"""
+    """the target KL divergence threshold (checked once per epoch: a host sync on a GPU)"""
 
     # to be filled in runtime (not command-line flags)
     batch_size: tyro.conf.Suppress[int] = 0
@@ -172,7 +172,7 @@ class Agent(nn.Module):
 
     def get_action_and_value(self, x, action=None):
         logits = self.actor(x)
-        probs = Categorical(logits=logits)
+        probs = Categorical(logits=logits, validate_args=False)  # validation reads the tensors back: a host sync
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(x)
@@ -284,8 +284,9 @@ if __name__ == "__main__":
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    rewards = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    dones = torch.zeros((args.num_steps, args.num_envs)).to(device)
+    # rewards and done flags stay on the host until the rollout ends: one upload each per rollout, not per step
+    rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
+    dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
     # TRY NOT TO MODIFY: start the game
@@ -293,7 +294,7 @@ if __name__ == "__main__":
     start_time = time.time()
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs).to(device)
-    next_done = torch.zeros(args.num_envs).to(device)
+    next_done = np.zeros(args.num_envs, dtype=np.float32)
     recent_returns = deque(maxlen=20)
     # a bar on a terminal, else a progress line after the first iteration, then every 30 s and at the end
     progress = Progress(args.num_iterations * args.batch_size, bar=args.progress_bar)
@@ -322,10 +323,11 @@ if __name__ == "__main__":
                 logprobs[step] = logprob
 
                 # TRY NOT TO MODIFY: execute the game and log data.
+                # the action copy is the step's one host sync; the observation goes up without waiting
                 next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-                next_done = np.logical_or(terminations, truncations)
-                rewards[step] = torch.tensor(reward).to(device).view(-1)
-                next_obs, next_done = torch.Tensor(next_obs).to(device), torch.Tensor(next_done).to(device)
+                next_done = np.logical_or(terminations, truncations).astype(np.float32)
+                rewards[step] = reward
+                next_obs = torch.tensor(next_obs, dtype=torch.float32).to(device, non_blocking=True)
 
                 if "_episode" in infos:
                     for i in np.flatnonzero(infos["_episode"]):
@@ -338,7 +340,9 @@ if __name__ == "__main__":
             with torch.no_grad():
                 next_value = agent.get_value(next_obs).reshape(1, -1)
                 advantages, returns = compute_gae(
-                    rewards, values, dones, next_value, next_done, args.gamma, args.gae_lambda
+                    torch.from_numpy(rewards).to(device, non_blocking=True), values,
+                    torch.from_numpy(dones).to(device, non_blocking=True), next_value,
+                    torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
                 )
 
             # flatten the batch
@@ -356,7 +360,7 @@ if __name__ == "__main__":
                 np.random.shuffle(b_inds)
                 for start in range(0, args.batch_size, args.minibatch_size):
                     end = start + args.minibatch_size
-                    mb_inds = b_inds[start:end]
+                    mb_inds = torch.from_numpy(b_inds[start:end]).to(device, non_blocking=True)  # no wait per minibatch
 
                     _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                         b_obs[mb_inds], b_actions.long()[mb_inds]
@@ -368,7 +372,7 @@ if __name__ == "__main__":
                         # calculate approx_kl http://joschu.net/blog/kl-approx.html
                         old_approx_kl = (-logratio).mean()
                         approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean().item()]
+                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]  # read back once per iteration
 
                     mb_advantages = b_advantages[mb_inds]
                     if args.norm_adv:
@@ -402,21 +406,24 @@ if __name__ == "__main__":
                     nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
 
-                if args.target_kl is not None and approx_kl > args.target_kl:
+                if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
                     break
 
-            y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+            # every number logged below comes back from the device in one transfer
+            numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
+            v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
+            y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
             var_y = np.var(y_true)
             explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
 
             # ---- logging ----
             sps = int(global_step / (time.time() - start_time))
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
-            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-            writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
-            writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            writer.add_scalar("losses/value_loss", v_loss, global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss, global_step)
+            writer.add_scalar("losses/entropy", entropy_loss, global_step)
+            writer.add_scalar("losses/old_approx_kl", old_approx_kl, global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl, global_step)
             writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
