@@ -20,6 +20,7 @@ Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -32,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
@@ -74,6 +75,9 @@ class Args:
     """also time torch.compile'd forms of the network"""
     multigpu: bool = True
     """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks (when the script exists)"""
+    loaded: bool = True
+    """also run the fastest plain configuration with OpenMP workers that spin briefly, and both policies with one
+    busy process per core alongside: the thread policy must hold on a loaded machine"""
 
 
 # ---------------------------------------------------------------- machine
@@ -304,8 +308,10 @@ class Sampler:
                     self.gpu.append(float(out))
 
 
-def run_and_sample(command: list[str], cwd: str, timeout: float) -> tuple[str, Sampler, float]:
+def run_and_sample(command: list[str], cwd: str, timeout: float, extra_env: Optional[dict[str, str]] = None
+                   ) -> tuple[str, Sampler, float]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env.update(extra_env or {})
     start = time.perf_counter()
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with Sampler(proc.pid) as sampler:
@@ -339,17 +345,22 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     return None, None
 
 
-def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[str, Any]:
+def end_to_end(backend: str, overlap: bool, args: Args, workdir: str, extra: tuple[str, ...] = (),
+               label: str = "", extra_env: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """One run of the script; ``extra`` flags go to it and ``extra_env`` to its environment; they and ``label``
+    (e.g. "loaded") are appended to the row's name."""
     steps = args.e2e_iterations * args.num_envs * 128
-    runs = os.path.join(workdir, f"runs_{backend}" + ("_overlap" if overlap else ""))
+    settings = [f"{key}={value}" for key, value in (extra_env or {}).items()]
+    name = " ".join(filter(None, [backend, "--overlap" if overlap else "", *extra, *settings, label]))
+    runs = os.path.join(workdir, "runs_" + re.sub(r"[^A-Za-z0-9]+", "_", name))
     command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
                "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
-               "--env-id", args.env_id]
+               "--env-id", args.env_id, *extra]
     if overlap:
         command.append("--overlap")
-    out, sampler, wall = run_and_sample(command, workdir, timeout=300)
+    out, sampler, wall = run_and_sample(command, workdir, 300 if not label else 900, extra_env)
     match = re.search(r"^perf: (.*)$", out, re.M)
-    row: dict[str, Any] = {"backend": backend + (" --overlap" if overlap else ""), "wall_s": wall}
+    row: dict[str, Any] = {"backend": name, "wall_s": wall, "steps": steps}
     if match is None:
         row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
         return row
@@ -368,6 +379,32 @@ def end_to_end(backend: str, overlap: bool, args: Args, workdir: str) -> dict[st
     )
     row["other"] = max(0.0, seconds - row["env"] - row["inference"] - row["learn"])
     return row
+
+
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[None]:
+    """``n`` processes that spin in Python while the block runs: one busy process per core is the loaded case."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+SPIN = {"GOMP_SPINCOUNT": "10000"}
+"""a bounded spin of torch's OpenMP workers (libgomp), for comparison with the scripts' sleeping workers"""
+
+
+def loaded_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
+    """``backend`` (already run with the script's defaults) with workers that spin briefly (`SPIN`), then both with
+    one busy process per core alongside."""
+    rows = [end_to_end(backend, False, args, workdir, extra_env=SPIN)]
+    with busy_cores(plan_threads(args.num_envs).cores):
+        rows += [end_to_end(backend, False, args, workdir, label="loaded"),
+                 end_to_end(backend, False, args, workdir, label="loaded", extra_env=SPIN)]
+    return rows
 
 
 def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
@@ -582,6 +619,7 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
                     f"{best['backend']}: steady {steady(best):,.0f} = {steady(best) / combined:.0%} of "
                     f"{combined:,.0f} (with the start: {best['sps']:,.0f} = {best['sps'] / combined:.0%})",
                     steady(best) >= TARGET * combined))
+        out += loop_targets(results, args)
         default = next((r for r in rows if r["backend"] == results["default_backend"]), None)
         if default:
             out.append(("rollout observations uint8; peak RSS of a default run",
@@ -589,6 +627,28 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
         if torch.cuda.is_available():
             out.append(("GPU, 16 cores: >= 10,000 SPS end to end", f"steady {steady(best):,.0f}",
                         steady(best) >= 10_000))
+    return out
+
+
+def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optional[bool]]]:
+    """Inference in the loop against inference alone (the script's form and thread count), and the loaded rows."""
+    rows = {r["backend"]: r for r in results["e2e"] if "sps" in r}
+    plain = [r for name, r in rows.items() if " " not in name]
+    out: list[tuple[str, str, Optional[bool]]] = []
+    alone = {(r["form"], r["threads"]): r["inference"] for r in results["network"] if "error" not in r}
+    threads = plan_threads(args.num_envs, cores=results["machine"]["cores"]).inference_threads
+    if plain and ("channels_last", threads) in alone:
+        best = max(plain, key=steady)
+        in_loop = best["inference"] / (best["steps"] / args.num_envs)  # seconds per batch of num_envs frames
+        by_itself = args.num_envs / alone[("channels_last", threads)]
+        out.append((f"inference in the loop within 1.3x of alone (batch {args.num_envs}, {threads} thread(s))",
+                    f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = "
+                    f"{in_loop / by_itself:.2f}x", in_loop <= 1.3 * by_itself))
+    loaded = [r for name, r in rows.items() if name.endswith(" loaded")]
+    plan = [r for r in loaded if r["backend"].count(" ") == 1]
+    for other in [r for r in loaded if r["backend"].count(" ") > 1] if plan else []:
+        out.append((f"loaded (one busy process per core): the defaults no slower than `{other['backend']}`",
+                    f"steady {steady(plan[0]):,.0f} vs {steady(other):,.0f} SPS", steady(plan[0]) >= steady(other)))
     return out
 
 
@@ -653,6 +713,11 @@ def main(args: Args) -> None:
         for backend in backends:
             for overlap in ([False, True] if backend != "sync" else [False]):
                 row = end_to_end(backend, overlap, args, workdir)
+                results["e2e"].append(row)
+                print(f"e2e {row}", flush=True)
+        plain = [r for r in results["e2e"] if "sps" in r and " " not in r["backend"]]
+        if args.loaded and plain:
+            for row in loaded_rows(max(plain, key=steady)["backend"], args, workdir):
                 results["e2e"].append(row)
                 print(f"e2e {row}", flush=True)
         results["multigpu"] = []
