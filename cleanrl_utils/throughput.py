@@ -12,7 +12,9 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
 4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, with and without
    ``--overlap``, overall and after the first iteration (steady state), its time split (env / inference /
    learning, from the script's ``perf:`` line), the average CPU
-   utilisation of the machine, GPU utilisation when there is a GPU, and peak resident memory (process tree);
+   utilisation of the machine, GPU utilisation when there is a GPU, and peak resident memory (process tree); the
+   fastest plain backend again with OpenMP workers that spin briefly (``SPIN``), and both thread policies with one
+   busy process per core alongside (the loaded rows);
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra).
