@@ -26,7 +26,7 @@ import torch
 import tyro
 
 from cleanrl_utils.malloc import keep_freed_memory
-from cleanrl_utils.placement import usable_cores, use_threads
+from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.throughput import _Spaces, load_agent_class
 from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env
 
@@ -50,7 +50,8 @@ def profile(args: Args) -> dict[str, list[float]]:
     backend = args.vector_env or ("envpool" if envpool_available() else "ale")
     torch.manual_seed(0)
     agent = load_agent_class()(_Spaces)
-    envs = make_atari_vector_env(backend, args.env_id, args.num_envs)
+    envs = make_atari_vector_env(backend, args.env_id, args.num_envs,
+                                 env_threads=plan_threads(args.num_envs).env_threads)  # as the scripts size it
     obs = torch.as_tensor(envs.reset(seed=0)[0])
 
     def infer(x: torch.Tensor) -> np.ndarray:
