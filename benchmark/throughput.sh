@@ -8,7 +8,7 @@
 #   cleanrl/ppo_atari_multigpu.py.
 # Writes docs/benchmarks/throughput_<machine>.md, .json and two PNG plots (needs the `plot` extra: matplotlib).
 # 5-8 minutes on a 2-core CPU VM (301 s and 298 s measured on a fast hour; the same VM's slow hours take up to 1.6x
-# longer); runs unchanged on a GPU machine (the network then runs on cuda).
+# longer), plus about 2 minutes for the loaded rows; runs unchanged on a GPU machine (the network then runs on cuda).
 # Extra flags go to the module, e.g. `bash benchmark/throughput.sh --tag mybox --no-compile --seconds 5`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
