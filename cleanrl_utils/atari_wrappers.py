@@ -140,7 +140,14 @@ def make_atari_env(
         frameskip=1,
         max_num_frames_per_episode=max_episode_frames,
         render_mode="rgb_array" if video_folder else render_mode,
+        obs_type="ram",
     )
+    # AtariPreprocessing discards what the emulator env returns at each of its frames and grabs the two screens it
+    # pools from the emulator itself: the env returns its 128-byte RAM instead of an RGB screen that nobody reads
+    # (docs/throughput.md has the cost). The screen's space stays declared: AtariPreprocessing sizes its frame
+    # buffers from it.
+    height, width = env.unwrapped.ale.getScreenDims()
+    env.observation_space = gym.spaces.Box(0, 255, (height, width, 3), np.uint8)
     env = gym.wrappers.AtariPreprocessing(
         env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
     )

@@ -12,7 +12,9 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
 4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
    first iteration (steady state), its time split (env / inference / learning, from the script's ``perf:`` line),
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
-   (process tree);
+   (process tree); the
+   fastest plain backend again with OpenMP workers that spin briefly (``SPIN``), and both thread policies with one
+   busy process per core alongside (the loaded rows);
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
@@ -22,6 +24,7 @@ runs train on the same GPU; this process never initialises CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -32,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
@@ -77,6 +80,9 @@ class Args:
     """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks (when the script exists)"""
     network_only: bool = False
     """only time the network forms (on cuda when there is a GPU) and print them as one JSON line"""
+    loaded: bool = True
+    """also run the fastest plain configuration with OpenMP workers that spin briefly, and both policies with one
+    busy process per core alongside: the thread policy must hold on a loaded machine"""
 
 
 # ---------------------------------------------------------------- machine
@@ -289,23 +295,29 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     return None, None
 
 
-def measured_run(command: list[str], workdir: str) -> tuple[str, Any]:
+def measured_run(command: list[str], workdir: str, timeout: float = 300,
+                 env: Optional[dict[str, str]] = None) -> tuple[str, Any]:
     """Output and measurements of one run (a failed run's output is printed)."""
-    m = run_measured(command, workdir, timeout=300)
+    m = run_measured(command, workdir, timeout=timeout, env=env)
     if m.returncode != 0:
         print(f"  failed ({m.returncode}): {' '.join(command)}\n{m.output[-1500:]}", flush=True)
     return m.output, m
 
 
-def end_to_end(backend: str, args: Args, workdir: str) -> dict[str, Any]:
+def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = (), label: str = "",
+               extra_env: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """One run of the script; ``extra`` flags go to it and ``extra_env`` to its environment; they and ``label``
+    (e.g. "loaded") are appended to the row's name."""
     steps = args.e2e_iterations * args.num_envs * 128
-    runs = os.path.join(workdir, f"runs_{backend}")
+    settings = [f"{key}={value}" for key, value in (extra_env or {}).items()]
+    name = " ".join(filter(None, [backend, *extra, *settings, label]))
+    runs = os.path.join(workdir, "runs_" + re.sub(r"[^A-Za-z0-9]+", "_", name))
     command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
                "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
-               "--env-id", args.env_id]
-    out, m = measured_run(command, workdir)
+               "--env-id", args.env_id, *extra]
+    out, m = measured_run(command, workdir, 300 if not label else 900, extra_env)
     match = re.search(r"^perf: (.*)$", out, re.M)
-    row: dict[str, Any] = {"backend": backend, "wall_s": m.wall_s}
+    row: dict[str, Any] = {"backend": name, "wall_s": m.wall_s, "steps": steps}
     if match is None:
         row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
         return row
@@ -324,6 +336,32 @@ def end_to_end(backend: str, args: Args, workdir: str) -> dict[str, Any]:
     )
     row["other"] = max(0.0, seconds - row["env"] - row["inference"] - row["learn"])
     return row
+
+
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[None]:
+    """``n`` processes that spin in Python while the block runs: one busy process per core is the loaded case."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+SPIN = {"GOMP_SPINCOUNT": "10000"}
+"""a bounded spin of torch's OpenMP workers (libgomp), for comparison with the scripts' sleeping workers"""
+
+
+def loaded_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
+    """``backend`` (already run with the script's defaults) with workers that spin briefly (`SPIN`), then both with
+    one busy process per core alongside."""
+    rows = [end_to_end(backend, args, workdir, extra_env=SPIN)]
+    with busy_cores(plan_threads(args.num_envs).cores):
+        rows += [end_to_end(backend, args, workdir, label="loaded"),
+                 end_to_end(backend, args, workdir, label="loaded", extra_env=SPIN)]
+    return rows
 
 
 def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
@@ -539,6 +577,7 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
                     f"{best['backend']}: steady {steady(best):,.0f} = {steady(best) / combined:.0%} of "
                     f"{combined:,.0f} (with the start: {best['sps']:,.0f} = {best['sps'] / combined:.0%})",
                     steady(best) >= TARGET * combined))
+        out += loop_targets(results, args)
         default = next((r for r in rows if r["backend"] == results["default_backend"]), None)
         if default:
             out.append(("rollout observations uint8; peak RSS of a default run",
@@ -546,6 +585,28 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
         if results["machine"].get("gpu", "none") != "none":
             out.append(("GPU, 16 cores: >= 10,000 SPS end to end", f"steady {steady(best):,.0f}",
                         steady(best) >= 10_000))
+    return out
+
+
+def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optional[bool]]]:
+    """Inference in the loop against inference alone (the script's form and thread count), and the loaded rows."""
+    rows = {r["backend"]: r for r in results["e2e"] if "sps" in r}
+    plain = [r for name, r in rows.items() if " " not in name]
+    out: list[tuple[str, str, Optional[bool]]] = []
+    alone = {(r["form"], r["threads"]): r["inference"] for r in results["network"] if "error" not in r}
+    threads = plan_threads(args.num_envs, cores=results["machine"]["cores"]).inference_threads
+    if plain and ("channels_last", threads) in alone:
+        best = max(plain, key=steady)
+        in_loop = best["inference"] / (best["steps"] / args.num_envs)  # seconds per batch of num_envs frames
+        by_itself = args.num_envs / alone[("channels_last", threads)]
+        out.append((f"inference in the loop within 1.3x of alone (batch {args.num_envs}, {threads} thread(s))",
+                    f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = "
+                    f"{in_loop / by_itself:.2f}x", in_loop <= 1.3 * by_itself))
+    loaded = [r for name, r in rows.items() if name.endswith(" loaded")]
+    plan = [r for r in loaded if r["backend"].count(" ") == 1]
+    for other in [r for r in loaded if r["backend"].count(" ") > 1] if plan else []:
+        out.append((f"loaded (one busy process per core): the defaults no slower than `{other['backend']}`",
+                    f"steady {steady(plan[0]):,.0f} vs {steady(other):,.0f} SPS", steady(plan[0]) >= steady(other)))
     return out
 
 
@@ -626,6 +687,11 @@ def main(args: Args) -> None:
             row = end_to_end(backend, args, workdir)
             results["e2e"].append(row)
             print(f"e2e {row}", flush=True)
+        plain = [r for r in results["e2e"] if "sps" in r and " " not in r["backend"]]
+        if args.loaded and plain:
+            for row in loaded_rows(max(plain, key=steady)["backend"], args, workdir):
+                results["e2e"].append(row)
+                print(f"e2e {row}", flush=True)
         results["multigpu"] = []
         if args.multigpu and MULTIGPU_SCRIPT.exists():
             done = [r for r in results["e2e"] if "sps" in r]

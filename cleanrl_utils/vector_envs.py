@@ -367,9 +367,10 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
     counter: game lengths count 4 frames per step, without the 1-30 no-op frames of the start (<1% of a game)."""
 
     def __init__(self, env_id: str, num_envs: int, num_threads: int = 0, noop_max: int = 30, seed: int = 0):
+        task_id = envpool_task(env_id)  # first: registers the ALE ids that the next line reads
         spec = gym.registry[env_id].kwargs
         self._make_kwargs = dict(
-            task_id=envpool_task(env_id),
+            task_id=task_id,
             env_type="gymnasium",
             num_envs=num_envs,
             num_threads=num_threads,

@@ -357,3 +357,14 @@ def test_seeded_reset_starts_a_new_game_even_mid_game() -> None:
     obs, _ = env.reset(seed=7)
     assert frame_number(env) == frame_number(fresh) and ale(env).lives() == 5
     np.testing.assert_array_equal(obs, first_obs)
+
+
+def test_the_emulator_env_grabs_no_screen_per_frame() -> None:
+    """AtariPreprocessing reads the screens it pools from the emulator; the env below it returns its RAM, not an
+    RGB screen per emulator frame that nobody reads."""
+    env = make_atari_env(BREAKOUT)
+    env.reset(seed=0)
+    frame_obs = env.unwrapped.step(0)[0]
+    assert frame_obs.shape == (128,) and frame_obs.dtype == np.uint8
+    obs, *_ = env.step(0)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8

@@ -85,3 +85,25 @@ def test_logged_sps_reads_overall_and_steady_state_rates(tmp_path):
     assert sps == 279  # 3072 / 11 s, as the script logs it
     assert abs(steady - 2048 / 6.0) < 1e-6  # iterations 2 and 3 only
     assert throughput.logged_sps(str(tmp_path / "empty")) == (None, None)
+
+
+def test_inference_in_the_loop_and_the_loaded_rows_are_judged():
+    args = Args(env_counts=[8, 16, 32], num_envs=8)
+    results = synthetic_results(best_env16=3500.0, best_sps=700.0)
+    # alone: 8 / 4000 = 2 ms per batch on the plan's inference threads (2 cores); in the loop: 1.2 s over 512 batches
+    results["network"][0]["inference"] = 4000.0
+    plain = dict(results["e2e"][0], backend="ale", steps=4096, inference=1.2)
+    loaded = dict(plain, backend="ale loaded", steady_sps=300.0)
+    loaded_all = dict(plain, backend="ale GOMP_SPINCOUNT=10000 loaded", steady_sps=250.0)
+    results["e2e"] = [plain, loaded, loaded_all]
+    judged = {name: (measured, ok) for name, measured, ok in targets(results, args)}
+    measured, ok = judged["inference in the loop within 1.3x of alone (batch 8, 2 thread(s))"]
+    assert ok and "2.34 ms vs 2.00 ms = 1.17x" in measured  # 1.2 s / 512 batches
+    loaded_target = "loaded (one busy process per core): the defaults no slower than `ale GOMP_SPINCOUNT=10000 loaded`"
+    measured, ok = judged[loaded_target]
+    assert ok and "300 vs 250" in measured
+    results["e2e"][0]["inference"] = 1.5  # 2.93 ms: 1.46x
+    results["e2e"][2]["steady_sps"] = 320.0
+    judged = {name: ok for name, _, ok in targets(results, args)}
+    assert not judged["inference in the loop within 1.3x of alone (batch 8, 2 thread(s))"]
+    assert not judged[loaded_target]

@@ -313,3 +313,15 @@ def test_threads_are_sized_to_the_cores_of_each_rank():
     assert (plan.env_threads, plan.learning_threads) == (1, 1)  # at least one each
     plan = plan_threads(num_envs=8, env_threads=3, torch_threads=2, cores=16, local_ranks=1)
     assert (plan.env_threads, plan.inference_threads, plan.learning_threads) == (3, 2, 2)
+
+
+@pytest.mark.parametrize("backend", ["envpool", "ale"])
+def test_a_native_pool_builds_in_a_fresh_process(backend):
+    """Nothing else has registered the ALE ids yet (a program that builds the pool first, as loop_profile does)."""
+    import subprocess
+    import sys
+
+    code = ("from cleanrl_utils.vector_envs import make_atari_vector_env; "
+            f"make_atari_vector_env({backend!r}, 'BreakoutNoFrameskip-v4', 2).close()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

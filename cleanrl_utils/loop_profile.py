@@ -1,0 +1,102 @@
+"""Inference of the rollout's batch alone, between env steps and between sleeps, in one process (docs/throughput.md,
+"Where the loop loses").
+
+The OpenMP policy is read when torch loads, so compare policies by running this once per setting, in turns:
+
+    python -m cleanrl_utils.loop_profile                                  # the scripts' policy (PASSIVE)
+    GOMP_SPINCOUNT=10000 python -m cleanrl_utils.loop_profile             # workers spin briefly
+    OMP_WAIT_POLICY=ACTIVE python -m cleanrl_utils.loop_profile           # workers spin
+
+Each round times, per torch thread count, a batch-``num_envs`` forward with the action sampled and copied out:
+in a tight loop ("alone"), alternating with a step of the vector env ("loop", and the env step itself), and
+alternating with a ``time.sleep`` as long as that env step ("sleep": what is left of the loop's cost without the
+env's threads).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
+import numpy as np
+import torch
+import tyro
+
+from cleanrl_utils.malloc import keep_freed_memory
+from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
+from cleanrl_utils.throughput import _Spaces, load_agent_class
+from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env
+
+
+@dataclass
+class Args:
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the game"""
+    vector_env: Optional[str] = None
+    """the backend (default: envpool when installed, else ale)"""
+    num_envs: int = 8
+    """envs, and the inference batch"""
+    steps: int = 100
+    """batches per measurement"""
+    rounds: int = 3
+    """rounds over the thread counts"""
+
+
+def profile(args: Args) -> dict[str, list[float]]:
+    """Milliseconds per batch, one value per round, under ``{mode}_t{threads}`` (modes: alone, loop, env, sleep)."""
+    backend = args.vector_env or ("envpool" if envpool_available() else "ale")
+    torch.manual_seed(0)
+    agent = load_agent_class()(_Spaces)
+    envs = make_atari_vector_env(backend, args.env_id, args.num_envs,
+                                 env_threads=plan_threads(args.num_envs).env_threads)  # as the scripts size it
+    obs = torch.as_tensor(envs.reset(seed=0)[0])
+
+    def infer(x: torch.Tensor) -> np.ndarray:
+        with torch.inference_mode():
+            action = agent.get_action_and_value(x)[0]
+        return action.cpu().numpy()
+
+    times: dict[str, list[float]] = {}
+    try:
+        for _ in range(args.rounds):
+            for threads in sorted({1, usable_cores()}):
+                use_threads(threads)
+                for _ in range(10):  # warm-up
+                    infer(obs)
+                start = time.perf_counter()
+                for _ in range(args.steps):
+                    infer(obs)
+                alone = time.perf_counter() - start
+                loop = env = 0.0
+                for _ in range(args.steps):
+                    t0 = time.perf_counter()
+                    actions = infer(obs)
+                    t1 = time.perf_counter()
+                    obs = torch.as_tensor(envs.step(actions)[0])
+                    loop, env = loop + t1 - t0, env + time.perf_counter() - t1
+                slept = 0.0
+                for _ in range(args.steps):
+                    t0 = time.perf_counter()
+                    infer(obs)
+                    slept += time.perf_counter() - t0
+                    time.sleep(env / args.steps)
+                for mode, seconds in (("alone", alone), ("loop", loop), ("env", env), ("sleep", slept)):
+                    times.setdefault(f"{mode}_t{threads}", []).append(1e3 * seconds / args.steps)
+    finally:
+        envs.close()
+    return times
+
+
+def main(args: Args) -> None:
+    keep_freed_memory()  # as in the scripts
+    policy = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ}
+    print(f"OpenMP: {policy}; ms per batch of {args.num_envs}, one value per round", flush=True)
+    for key, values in profile(args).items():
+        print(f"{key:10s} " + " ".join(f"{v:7.2f}" for v in values), flush=True)
+
+
+if __name__ == "__main__":
+    main(tyro.cli(Args))
