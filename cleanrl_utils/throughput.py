@@ -595,8 +595,8 @@ def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Op
     out: list[tuple[str, str, Optional[bool]]] = []
     alone = {(r["form"], r["threads"]): r["inference"] for r in results["network"] if "error" not in r}
     threads = plan_threads(args.num_envs, cores=results["machine"]["cores"]).inference_threads
-    if plain and ("channels_last", threads) in alone:
-        best = max(plain, key=steady)
+    best = max(plain, key=steady) if plain else {}
+    if "steps" in best and ("channels_last", threads) in alone:  # rows without their step count: no verdict
         in_loop = best["inference"] / (best["steps"] / args.num_envs)  # seconds per batch of num_envs frames
         by_itself = args.num_envs / alone[("channels_last", threads)]
         out.append((f"inference in the loop within 1.3x of alone (batch {args.num_envs}, {threads} thread(s))",
