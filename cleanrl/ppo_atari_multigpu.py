@@ -524,9 +524,9 @@ if __name__ == "__main__":
                         obs[step] = next_obs
                         dones[step] = next_done
 
-                        # ALGO LOGIC: action logic
+                        # ALGO LOGIC: action logic (on obs[step], already in the network's channels_last layout)
                         with torch.inference_mode():
-                            action, logprob, _, value = agent.get_action_and_value(next_obs)
+                            action, logprob, _, value = agent.get_action_and_value(obs[step])
                         values[step] = value.flatten()
                         actions[step] = action
                         logprobs[step] = logprob
