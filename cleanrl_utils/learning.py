@@ -88,7 +88,7 @@ class Args:
     action: tyro.conf.Positional[Literal["run", "report", "commands", "import"]]
     """`run` what has not finished, `report` from what has, print the `commands`, or `import` a finished run"""
     profile: Literal["quick", "full"] = "quick"
-    """`quick`: Breakout 500k steps per run (4-5 h of a 2-core machine); `full`: CleanRL's 10M-step benchmark"""
+    """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark"""
     runs_dir: str = "runs/learning"
     """where the runs write their logs and checkpoints"""
     results_dir: str = "docs/results"
