@@ -218,9 +218,10 @@ USER_FACING = [*DOC_FILES, *sorted((REPO_ROOT / "benchmark").glob("*.sh"))]
 INTERNAL = re.compile(r"\bissue #?[0-9]+|/work/|\bat [0-9a-f]{7}\b")
 
 
-def test_docs_hold_no_internal_notes():
+def test_docs_and_code_comments_hold_no_internal_notes():
+    sources = [*USER_FACING, *REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py")]
     found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
-             for path in USER_FACING for number, line in enumerate(path.read_text().splitlines(), 1)
+             for path in sources for number, line in enumerate(path.read_text().splitlines(), 1)
              if INTERNAL.search(line)]
     assert not found, "\n".join(found)
     assert INTERNAL.search("the targets of issue 5") and INTERNAL.search("--runs-dir /work/x  # at a539522")
