@@ -2,7 +2,7 @@
 # The learning benchmark: does every backend learn Breakout as CleanRL does? Writes docs/results.md.
 #
 #   bash benchmark/learning.sh                 # the `quick` profile, all that has not finished yet, then the report
-#   bash benchmark/learning.sh --only sync ale # a part: only these configs (each run ~25-55 min on 2 cores)
+#   bash benchmark/learning.sh --only sync ale # a part: only these configs (docs/results.md: each run's time)
 #
 # quick: Breakout, 500k steps per run, CleanRL's hyperparameters: sync (seeds 1, 2), ale, envpool (seeds 1, 2),
 # ppo_atari_multigpu.py on 2 torchrun ranks (4 envs each, the same global batch), and the single-env baseline of

@@ -11,7 +11,7 @@
 # global steps over the wall time of the training loop (start-up and env creation not counted). The machine's load
 # average is printed before and after: on a shared machine it decides the figures as much as the code does.
 # "Cores busy" is a rank's CPU time (with its env processes) over the wall time of its iterations.
-# Prints a markdown table (paste it into docs/multigpu.md); the runs go to $OUT (a temporary folder by default).
+# Prints a markdown table; the runs go to $OUT (a temporary folder by default).
 set -euo pipefail
 source "$(dirname "$0")/usage.sh"
 

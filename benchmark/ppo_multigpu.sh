@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel PPO sweep, as in CleanRL's benchmark/ppo_multigpu.sh: cleanrl/ppo_atari_multigpu.py (10M steps,
 # 16 envs in all, split over 2 ranks) under torchrun on one machine with 2 GPUs, on Pong, BeamRider and Breakout,
-# 3 seeds each: 9 runs, one at a time (each uses both GPUs). Not measured here (no GPU): if the game emulators
+# 3 seeds each: 9 runs, one at a time (each uses both GPUs). Not measured on GPUs yet: if the game emulators
 # are the bottleneck each rank keeps its single-GPU speed, so at ~1,000 steps/s per GPU (an assumption) a run
 # takes ~1.5 h and the sweep ~14 h.
 #

@@ -59,7 +59,7 @@ class Args:
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
-    """if toggled, cuda will be enabled by default"""
+    """if toggled, cuda will be enabled by default (when available; else it runs on CPU and says so)"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases (`pip install -e '.[track]'`)"""
     wandb_project_name: str = "cleanRL"
@@ -101,7 +101,7 @@ class Args:
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
-    """total timesteps of the experiments (1e7 works too)"""
+    """total timesteps of the experiments (1e7 works too; rounded down to a multiple of the batch)"""
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
     num_envs: Optional[int] = None

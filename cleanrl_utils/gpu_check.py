@@ -353,13 +353,13 @@ class Check:
             code = self.finish(proc, 60)
         finally:
             stop_process_groups([proc], grace=5)
-        stopped = re.search(r"stopped after iteration (\d+)", log.read_text())
-        expect(code != 0 and stopped is not None, f"exit {code}, no 'stopped after iteration': "
+        stopped = re.search(r"stopped at global step (\d+)", log.read_text())
+        expect(code != 0 and stopped is not None, f"exit {code}, no 'stopped at global step': "
                                                   f"{last_line(log.read_text())}")
         m = self.run(self.torchrun(2) + args + ["--resume"], timeout / 2)
         expect(m.returncode == 0 and "resuming from iteration" in m.output, f"exit {m.returncode}: "
                                                                            f"{last_line(m.output)}")
-        return f"2 ranks stopped after iteration {stopped[1]} (torchrun exit {code}), resumed and finished"
+        return f"2 ranks stopped at global step {stopped[1]} (torchrun exit {code}), resumed and finished"
 
     def gpu_use(self, timeout: float) -> str:
         rows = self.figures.get("sps", [])

@@ -36,7 +36,7 @@ from cleanrl_utils.checks import fail
 ENV_ID = "BreakoutNoFrameskip-v4"
 WINDOW = 100_000  # steps per window of the results table (the anchors below use the same)
 # CleanRL's own ppo_atari.py (patched only to run on gymnasium 1.x), Breakout, seed 1, 8 envs, 500k steps on a
-# 2-core machine: mean full-game return per 100k-step window (facts given with issue 10; not measured here)
+# 2-core machine: mean full-game return per 100k-step window (measured outside this benchmark, which does not rerun it)
 ANCHORS = {
     "CleanRL ppo_atari.py, SAME_STEP autoreset (its loop's semantics)": [2.03, 3.60, 7.81, 11.13, 12.44],
     "CleanRL ppo_atari.py, NEXT_STEP autoreset (gymnasium 1.x default)": [1.99, 4.16, 7.57, 8.46, 7.74],
@@ -88,7 +88,7 @@ class Args:
     action: tyro.conf.Positional[Literal["run", "report", "commands", "import"]]
     """`run` what has not finished, `report` from what has, print the `commands`, or `import` a finished run"""
     profile: Literal["quick", "full"] = "quick"
-    """`quick`: Breakout 500k steps per run (4-5 h of a 2-core machine); `full`: CleanRL's 10M-step benchmark"""
+    """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark"""
     runs_dir: str = "runs/learning"
     """where the runs write their logs and checkpoints"""
     results_dir: str = "docs/results"

@@ -5,7 +5,8 @@ ends in a barrier, and a barrier waits for its slowest, descheduled thread. So:
 
 - inference and update run while the envs are idle (env threads and processes block on a queue), on **all cores
   of this rank**;
-- native env pools get **one stepping thread per core of this rank** (never more threads than envs);
+- an envpool pool gets **one stepping thread per core of this rank** (never more threads than envs); the ``ale``
+  backend is one single-env pool, one thread, per env;
 - ranks on one machine split its cores evenly (``LOCAL_WORLD_SIZE``, set by torchrun).
 
 ``--env-threads`` and ``--torch-threads`` override the automatic numbers (an explicit ``--torch-threads`` is

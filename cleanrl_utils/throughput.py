@@ -77,7 +77,7 @@ class Args:
     compile: bool = True
     """also time torch.compile'd forms of the network"""
     multigpu: bool = True
-    """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks (when the script exists)"""
+    """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks"""
     network_only: bool = False
     """only time the network forms (on cuda when there is a GPU) and print them as one JSON line"""
     loaded: bool = True

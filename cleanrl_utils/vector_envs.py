@@ -28,7 +28,8 @@ The contract the scripts rely on, identical for all four (tests/test_vector_envs
   ``infos["final_info"]["_episode"]``;
 - ``reset(seed=s)`` seeds env i with ``s + i`` on every backend (EnvPool: a new pool, since it takes seeds only
   when it is built);
-- ``step_async(actions)`` / ``step_wait()`` for overlapped sampling (a blocking step for ``sync``).
+- ``step_async(actions)`` / ``step_wait()``: a step in two halves, as gymnasium's AsyncVectorEnv has it (``sync``: the
+  whole step in ``step_wait``).
 
 The native pools run with none of their own episode logic (no autoreset, FIRE reset, episodic life or reward
 clipping): ale-py's ``episodic_life`` resets the whole game on every lost life (lives go 5, 4, 5, 4, ...), EnvPool's
@@ -85,7 +86,7 @@ def make_env(env_id: str, idx: int, capture_video: bool, run_name: str, noop_max
 
 
 class SyncVectorEnv(gym.vector.SyncVectorEnv):
-    """gymnasium's SyncVectorEnv with the ``step_async``/``step_wait`` pair of the other backends (no overlap)."""
+    """gymnasium's SyncVectorEnv with the ``step_async``/``step_wait`` pair of the other backends."""
 
     def step_async(self, actions: np.ndarray) -> None:
         self._pending_actions = actions

@@ -80,3 +80,14 @@ def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
     assert {row["config"] for row in report["figures"]["sps"]} >= {"sync", "ale", "envpool"}
     assert report["figures"]["torchrun_2"]["backend"] == "gloo"
     assert sorted((REPO_ROOT / "docs" / "benchmarks").glob("gpu_*")) == before  # no GPU report touched
+
+
+@pytest.mark.slow
+@pytest.mark.torchrun
+def test_the_torchrun_stop_step_reads_the_stop_line_the_script_prints(tmp_path):
+    # the step greps the multi-GPU script's output: it must fail only when the stop or the resume does
+    check = gpu_check.Check(gpu_check.Args(cpu=True))
+    os.rmdir(check.workdir)
+    check.workdir = tmp_path
+    summary = check.stop_resume_ranks(120)
+    assert summary.startswith("2 ranks stopped at global step ") and "resumed and finished" in summary, summary
