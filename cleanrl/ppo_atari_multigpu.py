@@ -95,9 +95,9 @@ class Args:
     vector_env: VectorEnvBackend = "sync"
     """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
     env_threads: int = 0
-    """C++ stepping threads of an envpool pool (0: cores of this machine // ranks on this node); ale: one per env"""
+    """C++ stepping threads of an envpool pool (0: usable cores // ranks on this node); ale: one per env"""
     torch_threads: int = 0
-    """torch threads per rank (0: cores of this machine // ranks on this node)"""
+    """torch threads per rank (0: cores this process may use // ranks on this node)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000

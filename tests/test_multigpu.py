@@ -84,7 +84,7 @@ def assert_each_step_logged_once(run_dir: Path, batch: int, iterations: int) -> 
 
 @pytest.mark.torchrun
 @pytest.mark.slow
-def test_issue_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
+def test_readme_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     result = run_script(
         torchrun(2)
         + ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "16", "--total-timesteps", "2048"]
