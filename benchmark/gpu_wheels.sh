@@ -10,10 +10,7 @@
 # envpool is downloaded apart: where it has no wheel for the target Python, the check's envpool runs fail and the
 # rest is unaffected.
 set -euo pipefail
-if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-fi
+source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 dest="${1:-wheels}"
 pyver="${PYTHON_VERSION:-3.12}"

@@ -48,6 +48,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
