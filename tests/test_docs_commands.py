@@ -218,11 +218,16 @@ USER_FACING = [*DOC_FILES, *sorted((REPO_ROOT / "benchmark").glob("*.sh"))]
 INTERNAL = re.compile(r"\bissue #?[0-9]+|/work/|\bat [0-9a-f]{7}\b")
 
 
-def test_docs_and_code_comments_hold_no_internal_notes():
+def user_facing_lines_matching(pattern: re.Pattern) -> list[str]:
+    """`path:line: text` of every line of the docs, benchmark scripts and code that `pattern` finds."""
     sources = [*USER_FACING, *REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py")]
-    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
-             for path in sources for number, line in enumerate(path.read_text().splitlines(), 1)
-             if INTERNAL.search(line)]
+    return [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
+            for path in sources for number, line in enumerate(path.read_text().splitlines(), 1)
+            if pattern.search(line)]
+
+
+def test_docs_and_code_comments_hold_no_internal_notes():
+    found = user_facing_lines_matching(INTERNAL)
     assert not found, "\n".join(found)
     assert INTERNAL.search("the targets of issue 5") and INTERNAL.search("--runs-dir /work/x  # at a539522")
 
@@ -266,10 +271,7 @@ REMOVED = re.compile(r"--overlap\b|\boverlap\.py\b|\bcollect_rollout")
 
 
 def test_nothing_user_facing_names_what_was_removed():
-    sources = [*USER_FACING, *REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py")]
-    found = [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
-             for path in sources for number, line in enumerate(path.read_text().splitlines(), 1)
-             if REMOVED.search(line)]
+    found = user_facing_lines_matching(REMOVED)
     # one sentence of docs/throughput.md says that it was dropped, and why
     dropped = [line for line in found if line.startswith("docs/throughput.md:")]
     assert len(dropped) == 1 and [line for line in found if line not in dropped] == [], "\n".join(found)
