@@ -14,7 +14,8 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
    (process tree); the
    fastest plain backend again with OpenMP workers that spin briefly (``SPIN``), and both thread policies with one
-   busy process per core alongside (the loaded rows);
+   busy process per core alongside (the loaded rows); the fastest plain backend ``--e2e-repeats`` times more, each
+   run between two fresh measurements of the combined bound, which the end-to-end target is judged on;
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
@@ -35,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
@@ -80,6 +81,11 @@ class Args:
     """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks"""
     network_only: bool = False
     """only time the network forms (on cuda when there is a GPU) and print them as one JSON line"""
+    forms: list[str] = field(default_factory=list)
+    """time only these network forms (default: all)"""
+    e2e_repeats: int = 3
+    """runs of the fastest plain backend, each between two fresh measurements of the combined bound; the end-to-end
+    target is judged on the median of their ratios (a cloud VM's speed can drift 2x within minutes)"""
     loaded: bool = True
     """also run the fastest plain configuration with OpenMP workers that spin briefly, and both policies with one
     busy process per core alongside: the thread policy must hold on a loaded machine"""
@@ -195,14 +201,17 @@ class _Spaces:  # what Agent reads from the vector env
         n = 4
 
 
-def network_forms(num_envs: int, try_compile: bool) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
-    """(name, inference step, training step, seconds of the first calls) per form; failed forms as errors."""
+def network_forms(num_envs: int, try_compile: bool,
+                  only: Sequence[str] = ()) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
+    """(name, inference step, training step, seconds of the first calls) per form (``only`` these, if given);
+    failed forms as errors."""
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
     if try_compile:
         specs += [("channels_last+compile", torch.channels_last, True)]
+    specs = [spec for spec in specs if not only or spec[0] in only]
     rng = np.random.default_rng(0)
     frames_cpu = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
     batch_nchw = torch.as_tensor(rng.integers(0, 255, (256, 4, 84, 84), dtype=np.uint8), device=device)
@@ -243,13 +252,14 @@ def network_forms(num_envs: int, try_compile: bool) -> list[tuple[str, Callable[
     return forms
 
 
-def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int = 3) -> list[dict[str, Any]]:
+def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int = 3,
+                  only: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Inference and training samples/s of the Nature CNN per form (layout, compile) and torch thread count.
 
     The forms are timed in turns, ``rounds`` times each, so that a change of the machine's load hits them alike.
     """
     cores = plan_threads(num_envs).cores
-    forms = network_forms(num_envs, try_compile)
+    forms = network_forms(num_envs, try_compile, only)
     done: dict[tuple[str, int], list[float]] = {}
     for _ in range(rounds):
         for name, infer, train, _ in forms:
@@ -302,6 +312,58 @@ def measured_run(command: list[str], workdir: str, timeout: float = 300,
     if m.returncode != 0:
         print(f"  failed ({m.returncode}): {' '.join(command)}\n{m.output[-1500:]}", flush=True)
     return m.output, m
+
+
+def bounds_of(physical: float, network: list[dict[str, Any]], epochs: int) -> dict[str, Any]:
+    """The compute bound of PPO from the fastest network forms (one inference and ``epochs`` training passes per
+    agent step), and the combined bound: the physical env bound and the compute bound one after the other."""
+    ok = [r for r in network if "error" not in r]
+    best_inf = max(ok, key=lambda r: r["inference"])
+    best_train = max(ok, key=lambda r: r["training"])
+    compute = 1 / (1 / best_inf["inference"] + epochs / best_train["training"])
+    return {
+        "physical": physical,
+        "inference": best_inf["inference"], "inference_form": f"{best_inf['form']}, {best_inf['threads']} thread(s)",
+        "training": best_train["training"], "training_form": f"{best_train['form']}, {best_train['threads']} thread(s)",
+        "forms": sorted({best_inf["form"], best_train["form"]}),
+        "compute": compute, "combined": 1 / (1 / physical + 1 / compute),
+    }
+
+
+def bounds_now(args: Args, forms: Sequence[str], cores: int) -> dict[str, Any]:
+    """The combined bound measured again: raw emulation on one core and the network's fastest ``forms``."""
+    physical = emulator_frames_per_second(args.env_id, args.seconds) * cores / FRAME_SKIP
+    return bounds_of(physical, network_rates_apart(args, forms), args.update_epochs)
+
+
+def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[str]) -> list[dict[str, Any]]:
+    """``backend`` run ``args.e2e_repeats`` times, each between two fresh measurements of the combined bound, so
+    that every run is compared with the machine as fast as it was in the same minutes. Each row gets its bound (the
+    mean of the two around it) and, per phase, seconds per agent step in the loop and alone (the bound's parts:
+    raw emulation on all cores, the fastest inference, ``update_epochs`` passes of the fastest training)."""
+    cores = usable_cores()
+    bounds = [bounds_now(args, forms, cores)]
+    rows = []
+    for k in range(args.e2e_repeats):
+        row = end_to_end(backend, args, workdir, label=f"repeat {k + 1}")
+        row["configuration"] = backend
+        bounds.append(bounds_now(args, forms, cores))
+        print(f"repeat {row} between bounds {bounds[-2]['combined']:,.0f} and {bounds[-1]['combined']:,.0f}",
+              flush=True)
+        if "sps" not in row:
+            rows.append(row)
+            continue
+        around = bounds[-2:]
+        row["bound"] = float(np.mean([b["combined"] for b in around]))
+        row["bounds"] = [b["combined"] for b in around]
+        row["alone_ms"] = {
+            "env": 1e3 * float(np.mean([1 / b["physical"] for b in around])),
+            "inference": 1e3 * float(np.mean([1 / b["inference"] for b in around])),
+            "learn": 1e3 * float(np.mean([args.update_epochs / b["training"] for b in around])),
+        }
+        row["loop_ms"] = {phase: 1e3 * row[phase] / row["steps"] for phase in ("env", "inference", "learn")}
+        rows.append(row)
+    return rows
 
 
 def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = (), label: str = "",
@@ -487,6 +549,33 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             f"| {row['inference']:.1f} | {row['learn']:.1f} | {row['other']:.1f} | {fmt(row['cpu_percent'])} "
             f"| {fmt(row['gpu_percent'])} | {fmt(row['peak_rss_mib'])} |"
         )
+    repeats = results.get("repeats", [])
+    if repeats:
+        lines += [
+            "",
+            f"## End to end against the bound of the same minutes: `{repeats[0].get('configuration', '')}`, "
+            f"{len(repeats)} runs",
+            "",
+            "A VM's speed drifts (here up to 2x within minutes), so one run against a bound measured minutes earlier "
+            "says little. Each run below sits between two fresh measurements of the combined bound (raw emulation, "
+            f"and the network's fastest forms: {', '.join(b.get('forms', []))}) and is judged against their mean; the "
+            "end-to-end verdict is the median. Per phase, ms per agent step: in the loop (whole run) / alone (the "
+            "bound's part: raw emulation on all cores, the fastest inference, "
+            f"{args.update_epochs} passes of the fastest training).",
+            "",
+            "| run | bound before / after | steady SPS | % of bound | env ms: loop / bound | inference ms: loop / alone "
+            "| learning ms: loop / alone |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for k, row in enumerate(repeats, 1):
+            if "bound" not in row:
+                lines.append(f"| {k} | failed: {row.get('error', '')} | | | | | |")
+                continue
+            loop, alone = row["loop_ms"], row["alone_ms"]
+            phases = " | ".join(f"{loop[p]:.3f} / {alone[p]:.3f} ({loop[p] / alone[p]:.2f}x)"
+                                for p in ("env", "inference", "learn"))
+            lines.append(f"| {k} | {fmt(row['bounds'][0])} / {fmt(row['bounds'][1])} | {fmt(steady(row))} "
+                         f"| {100 * steady(row) / row['bound']:.0f}% | {phases} |")
     lines += ["", "## torchrun ranks: `ppo_atari_multigpu.py`", ""]
     if results["multigpu"]:
         lines += [f"{args.num_envs} envs in all (split over the ranks), same batch; the fastest plain backend.", "",
@@ -573,10 +662,20 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
     if rows:
         best = max(rows, key=steady)
         combined = results["bounds"]["combined"]
-        out.append((f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound",
-                    f"{best['backend']}: steady {steady(best):,.0f} = {steady(best) / combined:.0%} of "
-                    f"{combined:,.0f} (with the start: {best['sps']:,.0f} = {best['sps'] / combined:.0%})",
-                    steady(best) >= TARGET * combined))
+        single = (f"steady {steady(best):,.0f} = {steady(best) / combined:.0%} of {combined:,.0f} (with the start: "
+                  f"{best['sps']:,.0f} = {best['sps'] / combined:.0%})")
+        repeats = [r for r in results.get("repeats", []) if "bound" in r]
+        if repeats:  # the verdict: runs judged against the machine of their own minutes
+            ratios = [steady(r) / r["bound"] for r in repeats]
+            median = float(np.median(ratios))
+            measured = (f"{repeats[0]['configuration']}: median of {len(ratios)} runs, each against the bound "
+                        f"measured around it: **{median:.0%}** ({', '.join(f'{x:.0%}' for x in ratios)}); its row "
+                        f"in the table above: {single}")
+            out.append((f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound", measured,
+                        median >= TARGET))
+        else:
+            out.append((f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound",
+                        f"{best['backend']}: {single}", steady(best) >= TARGET * combined))
         out += loop_targets(results, args)
         default = next((r for r in rows if r["backend"] == results["default_backend"]), None)
         if default:
@@ -619,10 +718,12 @@ def default_backend() -> str:
     return module.Args().vector_env
 
 
-def network_rates_apart(args: Args) -> list[dict[str, Any]]:
-    """network_rates in a child process (`--network-only`): its CUDA context and models end with it."""
+def network_rates_apart(args: Args, forms: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """network_rates (of ``forms`` only, if given) in a child process (`--network-only`): its CUDA context and
+    models end with it."""
     command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--num-envs", str(args.num_envs),
-               "--seconds", str(args.seconds), "--compile" if args.compile else "--no-compile"]
+               "--seconds", str(args.seconds), "--compile" if args.compile else "--no-compile",
+               *(["--forms", *forms] if forms else [])]
     result = subprocess.run(command, cwd=REPO, env=repo_env(), capture_output=True, text=True, timeout=1800)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
@@ -633,7 +734,7 @@ def network_rates_apart(args: Args) -> list[dict[str, Any]]:
 def main(args: Args) -> None:
     keep_freed_memory()  # the network is timed with the allocator settings the scripts use
     if args.network_only:
-        print(json.dumps(network_rates(args.num_envs, args.seconds, args.compile)), flush=True)
+        print(json.dumps(network_rates(args.num_envs, args.seconds, args.compile, only=args.forms)), flush=True)
         return
     start = time.perf_counter()
     cores = usable_cores()
@@ -667,16 +768,7 @@ def main(args: Args) -> None:
             print(f"env {backend:8s} {n:3d} envs: {rate:8,.0f} steps/s", flush=True)
 
     results["network"] = network_rates_apart(args)
-    ok = [r for r in results["network"] if "error" not in r]
-    best_inf = max(ok, key=lambda r: r["inference"])
-    best_train = max(ok, key=lambda r: r["training"])
-    compute = 1 / (1 / best_inf["inference"] + args.update_epochs / best_train["training"])
-    combined = 1 / (1 / results["physical"]["bound"] + 1 / compute)
-    results["bounds"] = {
-        "inference": best_inf["inference"], "inference_form": f"{best_inf['form']}, {best_inf['threads']} thread(s)",
-        "training": best_train["training"], "training_form": f"{best_train['form']}, {best_train['threads']} thread(s)",
-        "compute": compute, "combined": combined,
-    }
+    results["bounds"] = bounds_of(results["physical"]["bound"], results["network"], args.update_epochs)
     for row in results["network"]:
         print(f"network {row}", flush=True)
     print(f"bounds: {results['bounds']}", flush=True)
@@ -688,6 +780,9 @@ def main(args: Args) -> None:
             results["e2e"].append(row)
             print(f"e2e {row}", flush=True)
         plain = [r for r in results["e2e"] if "sps" in r and " " not in r["backend"]]
+        if args.e2e_repeats and plain:
+            results["repeats"] = repeated_end_to_end(max(plain, key=steady)["backend"], args, workdir,
+                                                     results["bounds"]["forms"])
         if args.loaded and plain:
             for row in loaded_rows(max(plain, key=steady)["backend"], args, workdir):
                 results["e2e"].append(row)
