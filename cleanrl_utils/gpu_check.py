@@ -434,6 +434,7 @@ def main(args: Args) -> int:
                                                  else REPO / "docs" / "benchmarks")
     check = Check(args)
     if not args.cpu and not check.gpus:
+        shutil.rmtree(check.workdir, ignore_errors=True)
         raise SystemExit("error: torch sees no CUDA device here; `--cpu` checks this tool on CPU instead")
     try:
         check.all_steps()

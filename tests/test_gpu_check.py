@@ -26,11 +26,12 @@ def run_tool(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
     return subprocess.run(["bash", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=ENV)
 
 
-def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead():
+def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead(tmp_path):
     result = subprocess.run([sys.executable, "-m", "cleanrl_utils.gpu_check"], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=120)
+                            text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "error: torch sees no CUDA device here; `--cpu` checks this tool on CPU instead"
+    assert list(tmp_path.iterdir()) == []  # its work folder is gone too
 
 
 def test_help_runs_nothing(tmp_path):
