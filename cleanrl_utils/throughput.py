@@ -14,7 +14,7 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
    (process tree); the
    fastest plain backend again with OpenMP workers that spin briefly (``SPIN``), and both thread policies with one
-   busy process per core alongside (the loaded rows); the fastest plain backend ``--e2e-repeats`` times more, each
+   busy process per core alongside (the loaded rows: the mean of runs in turns); the fastest plain backend ``--e2e-repeats`` times more, each
    run between two fresh measurements of the combined bound, which the end-to-end target is judged on;
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
 
@@ -379,13 +379,13 @@ def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[
 
 
 def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = (), label: str = "",
-               extra_env: Optional[dict[str, str]] = None) -> dict[str, Any]:
+               extra_env: Optional[dict[str, str]] = None, attempt: int = 1) -> dict[str, Any]:
     """One run of the script; ``extra`` flags go to it and ``extra_env`` to its environment; they and ``label``
-    (e.g. "loaded") are appended to the row's name."""
+    (e.g. "loaded") are appended to the row's name. Runs of the same name need each their ``attempt``."""
     steps = args.e2e_iterations * args.num_envs * 128
     settings = [f"{key}={value}" for key, value in (extra_env or {}).items()]
     name = " ".join(filter(None, [backend, *extra, *settings, label]))
-    runs = os.path.join(workdir, "runs_" + re.sub(r"[^A-Za-z0-9]+", "_", name))
+    runs = os.path.join(workdir, "runs_" + re.sub(r"[^A-Za-z0-9]+", "_", name) + f"_{attempt}")
     command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
                "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
                "--env-id", args.env_id, *extra]
@@ -428,14 +428,34 @@ SPIN = {"GOMP_SPINCOUNT": "10000"}
 """a bounded spin of torch's OpenMP workers (libgomp), for comparison with the scripts' sleeping workers"""
 
 
+LOADED_ROUNDS = 2
+"""rounds of the two loaded runs, alternated so that a change of the machine's speed hits both policies alike"""
+
+
 def loaded_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
     """``backend`` (already run with the script's defaults) with workers that spin briefly (`SPIN`), then both with
-    one busy process per core alongside."""
+    one busy process per core alongside, ``LOADED_ROUNDS`` times in turns: each loaded row is the mean of its runs
+    (their steady SPS listed under ``steady_runs``)."""
     rows = [end_to_end(backend, args, workdir, extra_env=SPIN)]
+    runs: dict[str, list[dict[str, Any]]] = {"defaults": [], "spin": []}
     with busy_cores(plan_threads(args.num_envs).cores):
-        rows += [end_to_end(backend, args, workdir, label="loaded"),
-                 end_to_end(backend, args, workdir, label="loaded", extra_env=SPIN)]
-    return rows
+        for attempt in range(1, LOADED_ROUNDS + 1):
+            runs["defaults"].append(end_to_end(backend, args, workdir, label="loaded", attempt=attempt))
+            runs["spin"].append(end_to_end(backend, args, workdir, label="loaded", extra_env=SPIN, attempt=attempt))
+    return rows + [mean_row(done) for done in runs.values()]
+
+
+def mean_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Runs of one configuration as one row: their mean figures (peak RSS: the largest), or the first failure."""
+    failed = [r for r in runs if "sps" not in r]
+    if failed:
+        return failed[0]
+    row = dict(runs[0], steady_runs=[steady(r) for r in runs], peak_rss_mib=max(r["peak_rss_mib"] for r in runs))
+    for key in ("sps", "seconds", "env", "inference", "learn", "other", "cpu_percent", "wall_s"):
+        if all(key in r for r in runs):
+            row[key] = float(np.mean([r[key] for r in runs]))
+    row["steady_sps"] = float(np.mean(row["steady_runs"]))
+    return row
 
 
 def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
@@ -738,8 +758,14 @@ def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Op
     plan = [r for r in loaded if r["backend"].count(" ") == 1]
     for other in [r for r in loaded if r["backend"].count(" ") > 1] if plan else []:
         out.append((f"loaded (one busy process per core): the defaults no slower than `{other['backend']}`",
-                    f"steady {steady(plan[0]):,.0f} vs {steady(other):,.0f} SPS", steady(plan[0]) >= steady(other)))
+                    f"mean steady {with_runs(plan[0])} vs {with_runs(other)} SPS", steady(plan[0]) >= steady(other)))
     return out
+
+
+def with_runs(row: dict[str, Any]) -> str:
+    """A row's steady SPS, and those of its runs when it is the mean of several."""
+    runs = f" (runs {' / '.join(f'{x:,.0f}' for x in row['steady_runs'])})" if "steady_runs" in row else ""
+    return f"{steady(row):,.0f}{runs}"
 
 
 def default_backend() -> str:

@@ -154,3 +154,14 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
 def test_the_network_can_be_timed_in_chosen_forms_only():
     rows = throughput.network_rates(8, seconds=0.2, try_compile=False, rounds=1, only=["channels_last"])
     assert {row["form"] for row in rows} == {"channels_last"} and all(row["inference"] > 0 for row in rows)
+
+
+def test_loaded_rows_are_the_mean_of_alternated_runs():
+    base = synthetic_results(3500.0, 700.0)["e2e"][0]
+    runs = [dict(base, backend="ale loaded", steady_sps=280.0, sps=270.0, peak_rss_mib=600.0),
+            dict(base, backend="ale loaded", steady_sps=320.0, sps=310.0, peak_rss_mib=650.0)]
+    row = throughput.mean_row(runs)
+    assert row["backend"] == "ale loaded" and row["steady_sps"] == 300.0 and row["sps"] == 290.0
+    assert row["steady_runs"] == [280.0, 320.0] and row["peak_rss_mib"] == 650.0
+    assert throughput.with_runs(row) == "300 (runs 280 / 320)"
+    assert throughput.mean_row([runs[0], {"backend": "ale loaded", "error": "killed"}])["error"] == "killed"
