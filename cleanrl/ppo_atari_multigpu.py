@@ -425,7 +425,8 @@ if __name__ == "__main__":
     # (before the process group: async env workers then fork no communication threads)
     with interrupts_ignored():
         envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
-    with rank_lifetime(info, close=[envs.close]) as close:  # on any exit: close, leave the group (distributed.py)
+    resume = resume_command(args, run_name, info.launched)
+    with rank_lifetime(info, [envs.close], resume) as close:  # on any exit: close, leave the group (distributed.py)
         init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
         agent = Agent(envs).to(device)
         if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
@@ -609,8 +610,7 @@ if __name__ == "__main__":
 
         if rank0 and exit_code:
             print(
-                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-                f"{resume_command(args, run_name, info.launched)}",
+                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
                 file=sys.stderr,
                 flush=True,
             )

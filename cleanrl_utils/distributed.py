@@ -304,11 +304,12 @@ def is_dist_error(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]]) -> Iterator[list[Callable[[], Any]]]:
+def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]],
+                  resume: str = "--resume") -> Iterator[list[Callable[[], Any]]]:
     """The life of one rank from the process group on: yields `close`, to which the script adds what must be closed
     at the end (envs, writer). However the block ends, those are closed (last added first), the process group is
     destroyed and a launched rank ends through `leave`. A second Ctrl-C ends with 130 (the last checkpoint is kept);
-    a lost peer or a timeout is a one-line error."""
+    a lost peer or a timeout is a one-line error that ends with ``resume``, the command that continues the run."""
     try:
         try:
             yield close
@@ -320,7 +321,7 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]]) -> Iterator[li
                 raise
             fail(
                 f"rank {info.rank}: lost contact with the other ranks ({str(exc).strip().splitlines()[0][:300]}); "
-                "a rank died or --dist-timeout passed. Resume with --resume"
+                f"a rank died or --dist-timeout passed; resume with: {resume}"
             )
     finally:
         for fn in reversed(close):

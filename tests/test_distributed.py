@@ -226,7 +226,7 @@ def test_rank0s_decision_fails_loudly_on_rank0_only():
 def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path):
     """Under torchrun (no restarts), rank 1 killed mid-run: the survivor prints the one error line, nothing else
     prints one; torchrun's own report follows (docs/multigpu.md)."""
-    from test_multigpu import QUIET, TINY, TINY_BATCH, kill_rank1_after_checkpoint_3, torchrun
+    from test_multigpu import QUIET, SCRIPT, TINY, TINY_BATCH, kill_rank1_after_checkpoint_3, torchrun
 
     log = tmp_path / "torchrun.log"
     cmd = torchrun(2) + TINY + QUIET + ["--total-timesteps", str(1000 * TINY_BATCH), "--checkpoint-interval", "3"]
@@ -235,7 +235,9 @@ def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path)
     errors = [line for line in output.splitlines() if line.startswith("error: ")]
     assert code != 0
     assert len(errors) == 1 and errors[0].startswith("error: rank 0: lost contact with the other ranks"), output
-    assert "Resume with --resume" in errors[0]
+    run = next((tmp_path / "runs").iterdir()).name  # the message ends with the command that continues it
+    assert "; resume with: the same torchrun launch of " in errors[0], output
+    assert errors[0].endswith(f"{SCRIPT} --resume --run-name {run}"), output
     assert "Root Cause" in output and "Signal 9 (SIGKILL) received by PID" in output  # torchrun's report
 
 
