@@ -478,11 +478,12 @@ if __name__ == "__main__":
             # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
             writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
             close.append(writer.close)
-            if ckpt is None:
-                writer.add_text(
-                    "hyperparameters",
-                    "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-                )
+            # at the step the run starts or resumes from: a resume may change some settings (see --resume)
+            writer.add_text(
+                "hyperparameters",
+                "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+                global_step,
+            )
 
         # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; rewards and
         # done flags stay on the host until the rollout ends (one upload each per rollout, not one per step)

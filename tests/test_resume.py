@@ -34,6 +34,16 @@ def test_given_flags_are_the_typed_ones():
     assert given_flags(["--seed", "3", "--resume"], fields) == {"seed"}
 
 
+def hyperparameter_texts(run_dir) -> list[tuple[int, str]]:
+    """(step, text) of every `hyperparameters` text the run logged, by step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    acc.Reload()
+    events = acc.Tensors("hyperparameters/text_summary")
+    return sorted((e.step, e.tensor_proto.string_val[0].decode()) for e in events)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp_path):
@@ -83,6 +93,10 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     rates = dict(read_scalars(run_dir, "charts/learning_rate"))
     assert rates[21 * BATCH] == pytest.approx(1e-3 * (1 - 20 / 22), rel=1e-5)
     assert len(list(runs.iterdir())) == 1
+    # TensorBoard's TEXT tab: the settings the run started with, then those of each resume, at its step
+    settings = hyperparameter_texts(run_dir)
+    assert [step for step, _ in settings][0] == 0 and "|total_timesteps|640|" in settings[0][1]
+    assert settings[-1][0] == 640 and "|total_timesteps|704|" in settings[-1][1]
 
     # a start without --resume never overwrites a run that has a checkpoint
     again = run_script([script, "--run-name", "cut", "--runs-dir", str(runs)], tmp_path, 120, FAST)
