@@ -14,8 +14,9 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
    (process tree); the
    fastest plain backend again with OpenMP workers that spin briefly (``SPIN``), and both thread policies with one
-   busy process per core alongside (the loaded rows: the mean of runs in turns); the fastest plain backend ``--e2e-repeats`` times more, each
-   run between two fresh measurements of the combined bound, which the end-to-end target is judged on;
+   busy process per core alongside (the loaded rows: the mean of runs in turns); the fastest plain backend
+   ``--e2e-repeats`` times more, each run between two fresh measurements of the combined bound, which the
+   end-to-end target is judged on;
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
@@ -595,15 +596,15 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             f"## End to end against the bound of the same minutes: `{repeats[0].get('configuration', '')}`, "
             f"{len(repeats)} runs",
             "",
-            "A VM's speed drifts (here up to 2x within minutes), so one run against a bound measured minutes earlier "
+            "A cloud VM's speed can drift 2x within minutes, so one run against a bound measured minutes earlier "
             "says little. Each run below sits between two fresh measurements of the combined bound (raw emulation, "
-            f"and the network's fastest forms: {', '.join(b.get('forms', []))}) and is judged against their mean; the "
-            "end-to-end verdict is the median. Per phase, ms per agent step: in the loop (whole run) / alone (the "
+            f"and the network forms {', '.join(results.get('repeat_forms', []))}) and is judged against their mean; "
+            "the end-to-end verdict is the median. Per phase, ms per agent step: in the loop (whole run) / alone (the "
             "bound's part: raw emulation on all cores, the fastest inference, "
             f"{args.update_epochs} passes of the fastest training).",
             "",
-            "| run | bound before / after | steady SPS | % of bound | env ms: loop / bound | inference ms: loop / alone "
-            "| learning ms: loop / alone | inference ms alone in the scripts' form |",
+            "| run | bound before / after | steady SPS | % of bound | env ms: loop / bound "
+            "| inference ms: loop / alone | learning ms: loop / alone | inference ms alone in the scripts' form |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for k, row in enumerate(repeats, 1):
@@ -841,6 +842,7 @@ def main(args: Args) -> None:
         plain = fastest_plain(results["e2e"])
         if args.e2e_repeats and plain:
             forms = sorted({*results["bounds"]["forms"], "channels_last"})  # the bound's and the scripts' form
+            results["repeat_forms"] = forms
             results["repeats"] = repeated_end_to_end(plain["backend"], args, workdir, forms)
         if args.loaded and plain:
             for row in loaded_rows(plain["backend"], args, workdir):
