@@ -6,8 +6,8 @@
 #   RANKS="1 2 4" ITERATIONS=5 bash benchmark/multigpu_sps.sh
 #   EXTRA_ARGS="--torch-threads 1" bash benchmark/multigpu_sps.sh   # any further flags of the script
 #
-# Threads are the script's defaults (cleanrl_utils/placement.py: cores // ranks per rank, unless --torch-threads),
-# read from the first line it prints. SPS is the `steps_per_second` of the `perf:` line rank 0 prints at the end:
+# Threads are the script's defaults (cleanrl_utils/placement.py: cores // ranks per rank, unless --torch-threads;
+# the rollout's batch in slices on 1 thread each when a rank has 2+ cores and 8+ envs), read from its first line. SPS is the `steps_per_second` of the `perf:` line rank 0 prints at the end:
 # global steps over the wall time of the training loop (start-up and env creation not counted). The machine's load
 # average is printed before and after: on a shared machine it decides the figures as much as the code does.
 # "Cores busy" is a rank's CPU time (with its env processes) over the wall time of its iterations.
@@ -47,7 +47,8 @@ for ranks in $RANKS; do
         --vector-env "$VECTOR_ENV" --checkpoint-interval 0 --no-progress-bar \
         --runs-dir "$OUT/runs" --run-name "ranks$ranks" $EXTRA_ARGS >"$log" 2>&1 || { tail -n 20 "$log"; exit 1; }
     sps=$(sed -n 's/^perf: .* steps_per_second=\([0-9.]*\).*/\1/p' "$log")
-    threads=$(sed -n 's/.*torch \([0-9]*\) thread(s) for inference, \([0-9]*\) for learning.*/\1 \/ \2/p' "$log")
+    threads=$(sed -nE 's/.*torch ([0-9]+) thread\(s\) for inference \(the batch in ([0-9]+) slices in parallel\), ([0-9]+) for learning.*/\2 slices x \1 \/ \3/p' "$log")
+    [[ -n "$threads" ]] || threads=$(sed -n 's/.*torch \([0-9]*\) thread(s) for inference, \([0-9]*\) for learning.*/\1 \/ \2/p' "$log")
     [[ -n "$threads" ]] || threads=$(sed -n 's/^run .*torch \([0-9]*\) thread.*/\1/p' "$log")
     [[ -n "$sps" ]] || { echo "no perf: line in $log"; tail -n 20 "$log"; exit 1; }
     busy=$(sed -n 's/^rank \([0-9]*\)\/[0-9]*: .* = \([0-9.]*\) cores busy$/\1 \2/p' "$log" | sort -n | cut -d' ' -f2)

@@ -41,6 +41,7 @@ from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
 from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, check_positive
 from cleanrl_utils.runs import resume_command
+from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -83,7 +84,7 @@ class Args:
     env_threads: int = 0
     """C++ stepping threads of an envpool pool (0: usable cores // ranks on this node); ale: one per env"""
     torch_threads: int = 0
-    """torch threads per rank (0: cores this process may use // ranks on this node)"""
+    """torch threads per rank (0: cores this process may use // ranks on this node; on CPU the rollout's batch then runs in slices, one per core)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -332,7 +333,9 @@ if __name__ == "__main__":
     )
     check_backend(args.vector_env, args.num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track)
-    threads = plan_threads(args.num_envs, args.env_threads, args.torch_threads)
+    # the rollout's batch in slices on the CPU cores, unless a GPU or torch.compile takes it whole (placement.py)
+    sliced = device.type == "cpu" and not args.compile
+    threads = plan_threads(args.num_envs, args.env_threads, args.torch_threads, sliced=sliced)
     use_threads(threads.learning_threads)
 
     keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
@@ -349,6 +352,9 @@ if __name__ == "__main__":
     with contextlib.ExitStack() as close:  # on any exit: close the envs and the writer
         close.callback(envs.close)
         agent = Agent(envs).to(device)
+        if threads.inference_slices > 1:  # the rollout's batch in slices, in parallel (cleanrl_utils/sliced.py)
+            agent.hidden = SlicedInference(agent.hidden, threads.inference_slices)
+            close.callback(agent.hidden.close)
         if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
             agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
             agent.get_value = torch.compile(agent.get_value, dynamic=False)

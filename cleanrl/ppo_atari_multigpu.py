@@ -47,6 +47,7 @@ from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
 from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, resolve_run_name
 from cleanrl_utils.runs import resume_command
+from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -97,7 +98,7 @@ class Args:
     env_threads: int = 0
     """C++ stepping threads of an envpool pool (0: usable cores // ranks on this node); ale: one per env"""
     torch_threads: int = 0
-    """torch threads per rank (0: cores this process may use // ranks on this node)"""
+    """torch threads per rank (0: cores this process may use // ranks on this node; on CPU the rollout's batch then runs in slices, one per core)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -410,7 +411,11 @@ if __name__ == "__main__":
     )
     check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0)
-    threads = plan_threads(args.local_num_envs, args.env_threads, args.torch_threads, info.local_world_size)
+    # the rollout's batch in slices on the CPU cores, unless a GPU or torch.compile takes it whole (placement.py)
+    sliced = device.type == "cpu" and not args.compile
+    threads = plan_threads(
+        args.local_num_envs, args.env_threads, args.torch_threads, info.local_world_size, sliced=sliced
+    )
     use_threads(threads.learning_threads)
 
     keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
@@ -429,6 +434,9 @@ if __name__ == "__main__":
     with rank_lifetime(info, [envs.close], resume) as close:  # on any exit: close, leave the group (distributed.py)
         init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
         agent = Agent(envs).to(device)
+        if threads.inference_slices > 1:  # the rollout's batch in slices, in parallel (cleanrl_utils/sliced.py)
+            agent.hidden = SlicedInference(agent.hidden, threads.inference_slices)
+            close.append(agent.hidden.close)
         if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
             agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
             agent.get_value = torch.compile(agent.get_value, dynamic=False)

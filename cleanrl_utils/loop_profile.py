@@ -7,7 +7,8 @@ The OpenMP policy is read when torch loads, so compare policies by running this 
     GOMP_SPINCOUNT=10000 python -m cleanrl_utils.loop_profile             # workers spin briefly
     OMP_WAIT_POLICY=ACTIVE python -m cleanrl_utils.loop_profile           # workers spin
 
-Each round times, per torch thread count, a batch-``num_envs`` forward with the action sampled and copied out:
+Each round times, per torch thread count (and, on 2+ cores, the scripts' form: the batch in slices on one thread
+each, ``s{slices}``), a batch-``num_envs`` forward with the action sampled and copied out:
 in a tight loop ("alone"), alternating with a step of the vector env ("loop", and the env step itself), and
 alternating with a ``time.sleep`` as long as that env step ("sleep": what is left of the loop's cost without the
 env's threads).
@@ -27,6 +28,7 @@ import tyro
 
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
+from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.throughput import _Spaces, load_agent_class
 from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env
 
@@ -46,13 +48,19 @@ class Args:
 
 
 def profile(args: Args) -> dict[str, list[float]]:
-    """Milliseconds per batch, one value per round, under ``{mode}_t{threads}`` (modes: alone, loop, env, sleep)."""
+    """Milliseconds per batch, one value per round, under ``{mode}_t{threads}`` and ``{mode}_s{slices}`` (modes:
+    alone, loop, env, sleep)."""
     backend = args.vector_env or ("envpool" if envpool_available() else "ale")
     torch.manual_seed(0)
     agent = load_agent_class()(_Spaces)
     envs = make_atari_vector_env(backend, args.env_id, args.num_envs,
                                  env_threads=plan_threads(args.num_envs).env_threads)  # as the scripts size it
     obs = torch.as_tensor(envs.reset(seed=0)[0])
+    whole = agent.hidden
+    slices = plan_threads(args.num_envs).inference_slices
+    sliced = SlicedInference(whole, slices)
+    variants = [(f"t{threads}", threads, whole) for threads in sorted({1, usable_cores()})]
+    variants += [(f"s{slices}", 1, sliced)] if slices > 1 else []
 
     def infer(x: torch.Tensor) -> np.ndarray:
         with torch.inference_mode():
@@ -62,8 +70,9 @@ def profile(args: Args) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {}
     try:
         for _ in range(args.rounds):
-            for threads in sorted({1, usable_cores()}):
+            for variant, threads, hidden in variants:
                 use_threads(threads)
+                agent.hidden = hidden
                 for _ in range(10):  # warm-up
                     infer(obs)
                 start = time.perf_counter()
@@ -84,8 +93,9 @@ def profile(args: Args) -> dict[str, list[float]]:
                     slept += time.perf_counter() - t0
                     time.sleep(env / args.steps)
                 for mode, seconds in (("alone", alone), ("loop", loop), ("env", env), ("sleep", slept)):
-                    times.setdefault(f"{mode}_t{threads}", []).append(1e3 * seconds / args.steps)
+                    times.setdefault(f"{mode}_{variant}", []).append(1e3 * seconds / args.steps)
     finally:
+        sliced.close()
         envs.close()
     return times
 

@@ -8,7 +8,8 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
 3. the Nature CNN of ``cleanrl/ppo_atari.py``: inference samples/s (a batch of ``num_envs`` frames, as in the
    rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
    without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
-   ``1 / (1/inference + epochs/training)`` agent steps/s;
+   ``1 / (1/inference + epochs/training)`` agent steps/s; on 2+ cores also the scripts' rollout form, the batch in
+   slices on one thread each (``channels_last+slices``, ``cleanrl_utils/sliced.py``);
 4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
    first iteration (steady state), its time split (env / inference / learning, from the script's ``perf:`` line),
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
@@ -48,12 +49,14 @@ import tyro
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.measured import repo_env, run_measured, visible_gpus
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
+from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "cleanrl" / "ppo_atari.py"
 MULTIGPU_SCRIPT = REPO / "cleanrl" / "ppo_atari_multigpu.py"
 TARGET = 0.85
+SLICED_FORM = "channels_last+slices"
 
 
 @dataclass
@@ -202,16 +205,20 @@ class _Spaces:  # what Agent reads from the vector env
         n = 4
 
 
-def network_forms(num_envs: int, try_compile: bool,
-                  only: Sequence[str] = ()) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
+def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
+                  close: Optional[contextlib.ExitStack] = None,
+                  ) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
     """(name, inference step, training step, seconds of the first calls) per form (``only`` these, if given);
-    failed forms as errors."""
+    failed forms as errors. The sliced form's worker threads end with ``close``."""
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
     if try_compile:
         specs += [("channels_last+compile", torch.channels_last, True)]
+    slices = plan_threads(num_envs, sliced=device.type == "cpu").inference_slices
+    if slices > 1:  # the scripts' rollout on CPU: the batch in slices, one torch thread each
+        specs += [(SLICED_FORM, torch.channels_last, False)]
     specs = [spec for spec in specs if not only or spec[0] in only]
     rng = np.random.default_rng(0)
     frames_cpu = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
@@ -221,6 +228,11 @@ def network_forms(num_envs: int, try_compile: bool,
     for name, memory_format, compiled in specs:
         torch.manual_seed(0)
         agent = agent_class(_Spaces, memory_format=memory_format).to(device)
+        if name == SLICED_FORM:  # as the scripts slice it (its workers start at the first call, on 1 thread)
+            agent.hidden = SlicedInference(agent.hidden, slices)
+            if close is not None:
+                close.callback(agent.hidden.close)
+            use_threads(1)
         # as the scripts compile it: one graph per batch shape
         forward = torch.compile(agent.get_action_and_value, dynamic=False) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)  # as in the script
@@ -245,7 +257,9 @@ def network_forms(num_envs: int, try_compile: bool,
 
         start = time.perf_counter()
         try:
-            infer(), train()  # compile (if any) happens here
+            infer()  # compile (if any) happens here
+            use_threads(plan_threads(num_envs).cores)
+            train()
         except Exception as exc:  # compile needs a C compiler and may fail on some machines: report, go on
             forms.append((name, None, None, repr(exc)[:200]))
             continue
@@ -253,31 +267,46 @@ def network_forms(num_envs: int, try_compile: bool,
     return forms
 
 
+def threads_text(row: dict[str, Any]) -> str:
+    """A network row's threads in words: the sliced form infers on one thread per slice and trains on all."""
+    if row["form"] == SLICED_FORM:
+        return f"{row['threads']} thread(s): inference in {row['threads']} slices of 1"
+    return f"{row['threads']} thread(s)"
+
+
+def form_threads(name: str, cores: int) -> list[int]:
+    """The core counts a form is timed on: the sliced form uses all cores (one torch thread per slice)."""
+    return [cores] if name == SLICED_FORM else sorted({1, cores})
+
+
 def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int = 3,
                   only: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Inference and training samples/s of the Nature CNN per form (layout, compile) and torch thread count.
+    """Inference and training samples/s of the Nature CNN per form (layout, compile, slices) and torch thread count
+    (the sliced form: cores, its slices on one torch thread each; it trains as ``channels_last``, the whole batch).
 
     The forms are timed in turns, ``rounds`` times each, so that a change of the machine's load hits them alike.
     """
     cores = plan_threads(num_envs).cores
-    forms = network_forms(num_envs, try_compile, only)
-    done: dict[tuple[str, int], list[float]] = {}
-    for _ in range(rounds):
-        for name, infer, train, _ in forms:
-            if infer is None:
-                continue
-            for threads in sorted({1, cores}):
-                use_threads(threads)
-                rates = done.setdefault((name, threads), [0.0, 0.0])
-                rates[0] += timed_rate(infer, seconds / rounds, warmup=0.1) / rounds
-                rates[1] += timed_rate(train, seconds / rounds, warmup=0.1) / rounds
+    with contextlib.ExitStack() as close:
+        forms = network_forms(num_envs, try_compile, only, close)
+        done: dict[tuple[str, int], list[float]] = {}
+        for _ in range(rounds):
+            for name, infer, train, _ in forms:
+                if infer is None:
+                    continue
+                for threads in form_threads(name, cores):
+                    rates = done.setdefault((name, threads), [0.0, 0.0])
+                    use_threads(1 if name == SLICED_FORM else threads)
+                    rates[0] += timed_rate(infer, seconds / rounds, warmup=0.1) / rounds
+                    use_threads(threads)
+                    rates[1] += timed_rate(train, seconds / rounds, warmup=0.1) / rounds
     use_threads(cores)
     rows = []
     for name, infer, _, first in forms:
         if infer is None:
             rows.append({"form": name, "threads": 0, "inference": 0.0, "training": 0.0, "error": first})
             continue
-        for threads in sorted({1, cores}):
+        for threads in form_threads(name, cores):
             inference, training = done[(name, threads)]
             rows.append({"form": name, "threads": threads, "inference": inference, "training": training,
                          "warmup_s": first})
@@ -324,8 +353,8 @@ def bounds_of(physical: float, network: list[dict[str, Any]], epochs: int) -> di
     compute = 1 / (1 / best_inf["inference"] + epochs / best_train["training"])
     return {
         "physical": physical,
-        "inference": best_inf["inference"], "inference_form": f"{best_inf['form']}, {best_inf['threads']} thread(s)",
-        "training": best_train["training"], "training_form": f"{best_train['form']}, {best_train['threads']} thread(s)",
+        "inference": best_inf["inference"], "inference_form": f"{best_inf['form']}, {threads_text(best_inf)}",
+        "training": best_train["training"], "training_form": f"{best_train['form']}, {threads_text(best_train)}",
         "forms": sorted({best_inf["form"], best_train["form"]}),
         "compute": compute, "combined": 1 / (1 / physical + 1 / compute),
     }
@@ -338,12 +367,17 @@ def bounds_now(args: Args, forms: Sequence[str], cores: int) -> dict[str, Any]:
     return dict(bounds_of(physical, network, args.update_epochs), network=network)
 
 
+def script_form(num_envs: int, cores: int) -> tuple[str, int]:
+    """The form and thread count of the scripts' rollout inference on CPU: eager channels_last, in slices on all
+    cores when the plan slices the batch, else on the plan's inference threads."""
+    plan = plan_threads(num_envs, cores=cores)
+    return (SLICED_FORM, plan.cores) if plan.inference_slices > 1 else ("channels_last", plan.inference_threads)
+
+
 def script_form_rate(network: list[dict[str, Any]], args: Args, cores: int) -> Optional[float]:
-    """Inference samples/s of the scripts' own form (eager channels_last on the plan's inference threads), if
-    timed."""
-    threads = plan_threads(args.num_envs, cores=cores).inference_threads
-    return next((r["inference"] for r in network
-                 if "error" not in r and r["form"] == "channels_last" and r["threads"] == threads), None)
+    """Inference samples/s of the scripts' own form (``script_form``), if timed."""
+    form = script_form(args.num_envs, cores)
+    return next((r["inference"] for r in network if "error" not in r and (r["form"], r["threads"]) == form), None)
 
 
 def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[str]) -> list[dict[str, Any]]:
@@ -558,7 +592,7 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
         if "error" in row:
             lines.append(f"| {row['form']} | - | failed: {row['error']} | | |")
         else:
-            lines.append(f"| {row['form']} | {row['threads']} | {fmt(row['inference'])} | {fmt(row['training'])} "
+            lines.append(f"| {row['form']} | {threads_text(row)} | {fmt(row['inference'])} | {fmt(row['training'])} "
                          f"| {row['warmup_s']:.1f} |")
     b = results["bounds"]
     lines += [
@@ -740,20 +774,19 @@ def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Op
     rows = {r["backend"]: r for r in results["e2e"] if "sps" in r}
     out: list[tuple[str, str, Optional[bool]]] = []
     alone = {(r["form"], r["threads"]): r["inference"] for r in results["network"] if "error" not in r}
-    threads = plan_threads(args.num_envs, cores=results["machine"]["cores"]).inference_threads
+    form = script_form(args.num_envs, results["machine"]["cores"])
+    name = f"inference in the loop within 1.3x of alone (batch {args.num_envs}, {form[0]}, {form[1]} thread(s))"
     best = fastest_plain(results["e2e"]) or {}
     repeats = [r for r in results.get("repeats", []) if "inference_script_form" in r.get("alone_ms", {})]
     if repeats:  # as the end-to-end target: each run against the network timed around it, the median
         ratios = [r["loop_ms"]["inference"] / r["alone_ms"]["inference_script_form"] for r in repeats]
         median = float(np.median(ratios))
-        out.append((f"inference in the loop within 1.3x of alone (batch {args.num_envs}, {threads} thread(s))",
-                    f"{repeats[0]['configuration']}: median of {len(ratios)} runs, each against its form timed "
+        out.append((name, f"{repeats[0]['configuration']}: median of {len(ratios)} runs, each against its form timed "
                     f"around it: {median:.2f}x ({', '.join(f'{x:.2f}x' for x in ratios)})", median <= 1.3))
-    elif "steps" in best and ("channels_last", threads) in alone:  # rows without their step count: no verdict
+    elif "steps" in best and form in alone:  # rows without their step count: no verdict
         in_loop = best["inference"] / (best["steps"] / args.num_envs)  # seconds per batch of num_envs frames
-        by_itself = args.num_envs / alone[("channels_last", threads)]
-        out.append((f"inference in the loop within 1.3x of alone (batch {args.num_envs}, {threads} thread(s))",
-                    f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = "
+        by_itself = args.num_envs / alone[form]
+        out.append((name, f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = "
                     f"{in_loop / by_itself:.2f}x", in_loop <= 1.3 * by_itself))
     loaded = [r for name, r in rows.items() if name.endswith(" loaded")]
     plan = [r for r in loaded if r["backend"].count(" ") == 1]
@@ -841,7 +874,8 @@ def main(args: Args) -> None:
             print(f"e2e {row}", flush=True)
         plain = fastest_plain(results["e2e"])
         if args.e2e_repeats and plain:
-            forms = sorted({*results["bounds"]["forms"], "channels_last"})  # the bound's and the scripts' form
+            forms = sorted({*results["bounds"]["forms"], script_form(args.num_envs, cores)[0]})  # and the scripts'
+
             results["repeat_forms"] = forms
             results["repeats"] = repeated_end_to_end(plain["backend"], args, workdir, forms)
         if args.loaded and plain:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from cleanrl_utils import throughput
+from cleanrl_utils.placement import plan_threads
 from cleanrl_utils.throughput import Args, targets, write_report
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
@@ -90,14 +93,17 @@ def test_logged_sps_reads_overall_and_steady_state_rates(tmp_path):
 def test_inference_in_the_loop_and_the_loaded_rows_are_judged():
     args = Args(env_counts=[8, 16, 32], num_envs=8)
     results = synthetic_results(best_env16=3500.0, best_sps=700.0)
-    # alone: 8 / 4000 = 2 ms per batch on the plan's inference threads (2 cores); in the loop: 1.2 s over 512 batches
-    results["network"][0]["inference"] = 4000.0
+    # alone: 8 / 4000 = 2 ms per batch in the scripts' form (2 cores, 8 envs: 2 slices); in the loop: 1.2 s over
+    # 512 batches
+    assert throughput.script_form(8, 2) == ("channels_last+slices", 2)
+    results["network"][0].update(form="channels_last+slices", inference=4000.0)
+    results["network"].insert(0, dict(results["network"][0], form="channels_last", inference=9000.0))  # not this one
     plain = dict(results["e2e"][0], backend="ale", steps=4096, inference=1.2)
     loaded = dict(plain, backend="ale loaded", steady_sps=300.0)
     loaded_all = dict(plain, backend="ale GOMP_SPINCOUNT=10000 loaded", steady_sps=250.0)
     results["e2e"] = [plain, loaded, loaded_all]
     judged = {name: (measured, ok) for name, measured, ok in targets(results, args)}
-    measured, ok = judged["inference in the loop within 1.3x of alone (batch 8, 2 thread(s))"]
+    measured, ok = judged["inference in the loop within 1.3x of alone (batch 8, channels_last+slices, 2 thread(s))"]
     assert ok and "2.34 ms vs 2.00 ms = 1.17x" in measured  # 1.2 s / 512 batches
     loaded_target = "loaded (one busy process per core): the defaults no slower than `ale GOMP_SPINCOUNT=10000 loaded`"
     measured, ok = judged[loaded_target]
@@ -105,7 +111,7 @@ def test_inference_in_the_loop_and_the_loaded_rows_are_judged():
     results["e2e"][0]["inference"] = 1.5  # 2.93 ms: 1.46x
     results["e2e"][2]["steady_sps"] = 320.0
     judged = {name: ok for name, _, ok in targets(results, args)}
-    assert not judged["inference in the loop within 1.3x of alone (batch 8, 2 thread(s))"]
+    assert not judged["inference in the loop within 1.3x of alone (batch 8, channels_last+slices, 2 thread(s))"]
     assert not judged[loaded_target]
 
 
@@ -142,7 +148,7 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
             "| 0.250 (loop: 1.20x) |") in text
     assert "| 4 | failed: killed |" in text
     # inference in the loop, judged on the same runs: 0.3 ms against 0.25 ms of the scripts' form timed around it
-    inference_target = "inference in the loop within 1.3x of alone (batch 8, 2 thread(s))"
+    inference_target = "inference in the loop within 1.3x of alone (batch 8, channels_last+slices, 2 thread(s))"
     measured, ok = {name: (m, ok) for name, m, ok in results["targets"]}[inference_target]
     assert ok and "median of 3 runs, each against its form timed around it: 1.20x" in measured
     results["repeats"][1]["loop_ms"] = dict(results["repeats"][1]["loop_ms"], inference=0.4)  # 1.6x
@@ -154,6 +160,14 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
 def test_the_network_can_be_timed_in_chosen_forms_only():
     rows = throughput.network_rates(8, seconds=0.2, try_compile=False, rounds=1, only=["channels_last"])
     assert {row["form"] for row in rows} == {"channels_last"} and all(row["inference"] > 0 for row in rows)
+    cores = plan_threads(8).cores
+    if plan_threads(8).inference_slices > 1:  # the scripts' rollout form: on all cores, its workers ended after
+        rows = throughput.network_rates(8, seconds=0.2, try_compile=False, rounds=1, only=["channels_last+slices"])
+        assert [(row["form"], row["threads"]) for row in rows] == [("channels_last+slices", cores)]
+        assert rows[0]["inference"] > 0 and rows[0]["training"] > 0
+        assert not [t for t in threading.enumerate() if t.name == "sliced-inference"]
+    assert throughput.script_form(4, 2) == ("channels_last", 2)  # 4 envs: no slices of 4 on 2 cores
+    assert throughput.script_form(8, 1) == ("channels_last", 1)
 
 
 def test_loaded_rows_are_the_mean_of_alternated_runs():

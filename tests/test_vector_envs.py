@@ -304,7 +304,8 @@ def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
 
 def test_threads_are_sized_to_the_cores_of_each_rank():
     plan = plan_threads(num_envs=8, cores=16, local_ranks=2)
-    assert (plan.cores, plan.env_threads, plan.inference_threads, plan.learning_threads) == (8, 8, 8, 8)
+    assert (plan.cores, plan.env_threads, plan.learning_threads) == (8, 8, 8)
+    assert (plan.inference_slices, plan.inference_threads) == (2, 1)  # 8 envs: 2 slices of 4, 1 torch thread each
     assert "8 env threads" in plan.describe("envpool")
     assert "env threads" not in plan.describe("ale") + plan.describe("sync")  # the setting applies to envpool only
     plan = plan_threads(num_envs=4, cores=16, local_ranks=1)
