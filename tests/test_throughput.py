@@ -164,10 +164,21 @@ def test_the_network_can_be_timed_in_chosen_forms_only():
     if plan_threads(8).inference_slices > 1:  # the scripts' rollout form: on all cores, its workers ended after
         rows = throughput.network_rates(8, seconds=0.2, try_compile=False, rounds=1, only=["channels_last+slices"])
         assert [(row["form"], row["threads"]) for row in rows] == [("channels_last+slices", cores)]
-        assert rows[0]["inference"] > 0 and rows[0]["training"] > 0
+        assert rows[0]["inference"] > 0 and rows[0]["training"] is None  # it trains as channels_last
         assert not [t for t in threading.enumerate() if t.name == "sliced-inference"]
     assert throughput.script_form(4, 2) == ("channels_last", 2)  # 4 envs: no slices of 4 on 2 cores
     assert throughput.script_form(8, 1) == ("channels_last", 1)
+
+
+def test_the_bound_takes_the_fastest_inference_and_training_of_any_form():
+    network = [{"form": "channels_last", "threads": 2, "inference": 4000.0, "training": 3500.0},
+               {"form": "channels_last+compile", "threads": 2, "inference": 5000.0, "training": 3900.0},
+               {"form": "channels_last+slices", "threads": 2, "inference": 7000.0, "training": None}]
+    bounds = throughput.bounds_of(8000.0, network, epochs=4)
+    assert bounds["inference_form"] == "channels_last+slices, 2 slices of 1 thread"
+    assert bounds["training_form"] == "channels_last+compile, 2 thread(s)"
+    assert bounds["forms"] == ["channels_last+compile", "channels_last+slices"]
+    assert bounds["compute"] == pytest.approx(1 / (1 / 7000 + 4 / 3900))
 
 
 def test_loaded_rows_are_the_mean_of_alternated_runs():
