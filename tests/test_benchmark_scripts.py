@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT
 
+from cleanrl_utils.placement import plan_threads
+
 SCRIPTS = sorted(p for p in (REPO_ROOT / "benchmark").glob("*.sh") if p.name != "usage.sh")  # usage.sh is sourced
 
 
@@ -51,12 +53,14 @@ def test_help_prints_the_usage_and_runs_nothing(tmp_path, script):
 @pytest.mark.torchrun
 def test_multigpu_sps_reports_the_sps_the_script_prints(tmp_path):
     root = scratch_repo(tmp_path)
-    result = run(["bash", "benchmark/multigpu_sps.sh"], root, timeout=400, RANKS="1", NUM_ENVS="2", NUM_STEPS="16",
+    result = run(["bash", "benchmark/multigpu_sps.sh"], root, timeout=400, RANKS="1", NUM_ENVS="8", NUM_STEPS="8",
                  ITERATIONS="2", OUT=str(tmp_path / "out"))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     row = next(line for line in result.stdout.splitlines() if line.startswith("| 1 |"))
     ranks, envs, threads, sps, busy = [cell.strip() for cell in row.strip("|").split("|")]
     log = (tmp_path / "out" / "ranks1.log").read_text()
-    perf = re.search(r"^perf: steps=64 .*steps_per_second=([0-9.]+)", log, re.M)
+    perf = re.search(r"^perf: steps=128 .*steps_per_second=([0-9.]+)", log, re.M)
     assert perf and sps == perf.group(1) and float(sps) > 0, (row, log[-1500:])
-    assert envs == "2" and re.fullmatch(r"\d+( / \d+)?", threads) and float(busy) > 0, row
+    plan = plan_threads(8)  # one rank: the rollout's batch of 8 in slices on 2+ cores, "2 slices x 1 / 2"
+    sliced = f"{plan.inference_slices} slices x 1 / " if plan.inference_slices > 1 else ""
+    assert envs == "8" and re.fullmatch(re.escape(sliced) + r"\d+( / \d+)?", threads) and float(busy) > 0, row
