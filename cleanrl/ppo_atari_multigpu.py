@@ -205,9 +205,8 @@ class Agent(nn.Module):
         self.to(memory_format=memory_format)
 
     def hidden(self, x):
-        # layout first (on uint8, 4x fewer bytes to move; a no-op for the rollout buffer's frames, stored channels_last
-        # already), then to float and scaled in one pass
-        return self.network(x.contiguous(memory_format=self.memory_format) / 255.0)
+        # a float copy in the network's layout (never the caller's tensor), scaled in place: one float buffer, not two
+        return self.network(x.to(torch.float32, memory_format=self.memory_format, copy=True).div_(255.0))
 
     def get_value(self, x):
         return self.critic(self.hidden(x))
@@ -338,7 +337,9 @@ def ppo_update(
     for minibatches in epochs:
         for mb_inds in minibatches:
             mb_inds = torch.from_numpy(mb_inds).to(b_obs.device, non_blocking=True)
-            _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+            # b_obs[mb_inds], but whole frames at a time from the frames-last storage (b_obs[mb_inds] copies byte by byte)
+            mb_obs = b_obs.permute(0, 2, 3, 1).index_select(0, mb_inds).permute(0, 3, 1, 2)
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb_obs, b_actions[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
             ratio = logratio.exp()
 
