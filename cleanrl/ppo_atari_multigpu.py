@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Optional
 
+import cv2
 import gymnasium as gym
 import numpy as np
 import torch
@@ -226,6 +227,17 @@ def obs_buffer(num_steps: int, num_envs: int, frame_shape: tuple, device: torch.
     frames, height, width = frame_shape
     obs = torch.zeros((num_steps, num_envs, height, width, frames), dtype=torch.uint8, device=device)
     return obs.permute(0, 1, 4, 2, 3)
+
+
+def store_frames(slot: torch.Tensor, frames: torch.Tensor) -> None:
+    """`slot[:] = frames`, for a step of the buffer above: the frames of each env interleaved, frames last. On CPU
+    OpenCV does it (`cv2.merge`), about 3.5x faster than torch's strided copy of uint8 (docs/throughput.md)."""
+    if slot.device.type != "cpu":
+        slot.copy_(frames)
+        return
+    frames_last = slot.permute(0, 2, 3, 1).numpy()  # a view of the buffer
+    for env, stack in enumerate(frames.numpy()):
+        cv2.merge(list(stack), dst=frames_last[env])
 
 
 def print_setup_notes(args: Args, device: torch.device) -> None:
@@ -531,7 +543,7 @@ if __name__ == "__main__":
                 episodes = []
                 for step in range(0, args.num_steps):
                     with timer("inference"):
-                        obs[step] = next_obs
+                        store_frames(obs[step], next_obs)
                         dones[step] = next_done
 
                         # ALGO LOGIC: action logic (on obs[step], already in the network's channels_last layout)

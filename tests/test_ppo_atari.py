@@ -361,9 +361,24 @@ def test_rollout_buffer_minibatches_keep_the_network_layout():
     obs[3] = torch.full((8, 4, 84, 84), 7, dtype=torch.uint8)  # the rollout writes (env, frame, h, w) batches
     b_obs = obs.reshape((-1, frames, height, width))
     assert b_obs.data_ptr() == obs.data_ptr()  # a view, not a copy
-    minibatch = b_obs[np.random.default_rng(0).permutation(1024)[:256]]
-    assert minibatch.is_contiguous(memory_format=torch.channels_last)
     assert torch.equal(b_obs[3 * 8 : 4 * 8], torch.full((8, 4, 84, 84), 7, dtype=torch.uint8))
+    # the update's gather: whole frames from the frames-last storage, the same minibatch as b_obs[mb_inds]
+    obs.copy_(torch.randint(0, 256, obs.shape, dtype=torch.uint8))
+    mb_inds = torch.from_numpy(np.random.default_rng(0).permutation(1024)[:256])
+    assert b_obs.permute(0, 2, 3, 1).is_contiguous()
+    minibatch = b_obs.permute(0, 2, 3, 1).index_select(0, mb_inds).permute(0, 3, 1, 2)
+    assert minibatch.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(minibatch, b_obs[mb_inds])
+
+
+@pytest.mark.parametrize("num_envs", [1, 8, 13])
+def test_store_frames_writes_the_step_as_a_plain_copy_would(num_envs):
+    obs = ppo_atari.obs_buffer(4, num_envs, (4, 84, 84), torch.device("cpu"))
+    frames = torch.randint(0, 256, (num_envs, 4, 84, 84), dtype=torch.uint8)
+    expected = obs.clone()
+    expected[2] = frames
+    ppo_atari.store_frames(obs[2], frames)
+    assert torch.equal(obs, expected)  # that step written in place, every other step untouched
 
 
 # ---------------------------------------------------------------- checkpoint and resume (cleanrl_utils/checkpoint.py)
