@@ -229,15 +229,11 @@ def obs_buffer(num_steps: int, num_envs: int, frame_shape: tuple, device: torch.
     return obs.permute(0, 1, 4, 2, 3)
 
 
-def store_frames(slot: torch.Tensor, frames: torch.Tensor) -> None:
-    """`slot[:] = frames`, for a step of the buffer above: the frames of each env interleaved, frames last. On CPU
-    OpenCV does it (`cv2.merge`), about 3.5x faster than torch's strided copy of uint8 (docs/throughput.md)."""
-    if slot.device.type != "cpu":
-        slot.copy_(frames)
-        return
-    frames_last = slot.permute(0, 2, 3, 1).numpy()  # a view of the buffer
-    for env, stack in enumerate(frames.numpy()):
-        cv2.merge(list(stack), dst=frames_last[env])
+def frames_last(dst: np.ndarray, frames: np.ndarray) -> None:
+    """`dst[:] = frames.transpose(0, 2, 3, 1)`: each env's stack of frames interleaved, frames last (the buffer's
+    layout), by OpenCV (`cv2.merge`), about 3.5x faster than a strided copy of uint8 (docs/throughput.md)."""
+    for env, stack in enumerate(frames):
+        cv2.merge(list(stack), dst=dst[env])
 
 
 def print_setup_notes(args: Args, device: torch.device) -> None:
@@ -349,7 +345,7 @@ def ppo_update(
     for minibatches in epochs:
         for mb_inds in minibatches:
             mb_inds = torch.from_numpy(mb_inds).to(b_obs.device, non_blocking=True)
-            # b_obs[mb_inds], but whole frames at a time from the frames-last storage (b_obs[mb_inds] copies byte by byte)
+            # b_obs[mb_inds], whole frames at a time from the frames-last storage (b_obs[mb_inds] copies byte by byte)
             mb_obs = b_obs.permute(0, 2, 3, 1).index_select(0, mb_inds).permute(0, 3, 1, 2)
             _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb_obs, b_actions[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
@@ -515,10 +511,13 @@ if __name__ == "__main__":
         rewards = np.zeros(shape, dtype=np.float32)
         dones = np.zeros(shape, dtype=np.float32)
         values = torch.zeros(shape).to(device)
-        # each step's observations reach the device through this host buffer: pinned on CUDA, so that the copy does
-        # not wait (the next step's action copy orders it)
-        staging = torch.zeros((envs.num_envs,) + envs.single_observation_space.shape, dtype=torch.uint8)
-        staging = staging.pin_memory() if device.type == "cuda" else staging
+        # each step's observations reach the device through this host buffer, frames last as in the rollout buffer
+        # (filled through its numpy view by `frames_last`): pinned on CUDA, so that the copy does not wait (the next
+        # step's action copy orders it)
+        frames, height, width = envs.single_observation_space.shape
+        pinned = device.type == "cuda"
+        staging = torch.zeros((envs.num_envs, height, width, frames), dtype=torch.uint8, pin_memory=pinned)
+        staging_frames_last, staging = staging.numpy(), staging.permute(0, 3, 1, 2)
 
         # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs *
         # iteration after a resume: the emulator states are not in the checkpoint, so the games start anew)
@@ -543,7 +542,7 @@ if __name__ == "__main__":
                 episodes = []
                 for step in range(0, args.num_steps):
                     with timer("inference"):
-                        store_frames(obs[step], next_obs)
+                        obs[step] = next_obs
                         dones[step] = next_done
 
                         # ALGO LOGIC: action logic (on obs[step], already in the network's channels_last layout)
@@ -559,7 +558,8 @@ if __name__ == "__main__":
                         next_obs, reward, terminations, truncations, infos = envs.step(action)
                     rewards[step] = reward
                     next_done = np.logical_or(terminations, truncations).astype(np.float32)
-                    next_obs = staging.copy_(torch.from_numpy(next_obs)).to(device, non_blocking=True)
+                    frames_last(staging_frames_last, next_obs)
+                    next_obs = staging.to(device, non_blocking=True)
                     episodes += episode_stats(infos)
                 use_threads(threads.learning_threads)
                 global_step += args.batch_size

@@ -74,8 +74,9 @@ def test_requeued_job_resumes_and_ends_where_an_uninterrupted_job_ends(slurm_clu
 @pytest.mark.slow
 @pytest.mark.slurm
 def test_time_limit_checkpoints_requeues_and_continues(slurm_cluster, tmp_path):
-    # a 1-minute limit (Slurm's least) with the warning 20 s before it: the run is far from done when warned
-    iterations = 400
+    # a 1-minute limit (Slurm's least) with the warning 20 s before it: the run is far from done when warned (at the
+    # tiny run's 300-400 SPS on 2 cores, 400 iterations could end before the warning; it is cancelled once resumed)
+    iterations = 4000
     job_id, log = submit(slurm_cluster, tmp_path, iterations, 60)
     output = wait_log(slurm_cluster, log, "resuming from iteration", timeout=240)
     slurm_cluster.run("scancel", job_id)

@@ -372,13 +372,14 @@ def test_rollout_buffer_minibatches_keep_the_network_layout():
 
 
 @pytest.mark.parametrize("num_envs", [1, 8, 13])
-def test_store_frames_writes_the_step_as_a_plain_copy_would(num_envs):
-    obs = ppo_atari.obs_buffer(4, num_envs, (4, 84, 84), torch.device("cpu"))
-    frames = torch.randint(0, 256, (num_envs, 4, 84, 84), dtype=torch.uint8)
-    expected = obs.clone()
-    expected[2] = frames
-    ppo_atari.store_frames(obs[2], frames)
-    assert torch.equal(obs, expected)  # that step written in place, every other step untouched
+def test_frames_last_fills_the_staging_buffer_as_a_strided_copy_would(num_envs):
+    """The rollout's host buffer, filled in place through its numpy view, holds what `staging[:] = obs` would."""
+    staging = torch.zeros((num_envs, 84, 84, 4), dtype=torch.uint8)
+    view, staging = staging.numpy(), staging.permute(0, 3, 1, 2)  # as the script builds it
+    frames = np.random.default_rng(num_envs).integers(0, 256, (num_envs, 4, 84, 84), dtype=np.uint8)
+    ppo_atari.frames_last(view, frames)
+    assert torch.equal(staging, torch.from_numpy(frames))
+    assert staging.is_contiguous(memory_format=torch.channels_last)
 
 
 # ---------------------------------------------------------------- checkpoint and resume (cleanrl_utils/checkpoint.py)
