@@ -821,7 +821,7 @@ def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Op
                     f"{in_loop / by_itself:.2f}x", in_loop <= 1.3 * by_itself))
     loaded = [r for name, r in rows.items() if name.endswith(" loaded")]
     plan = [r for r in loaded if r["backend"].count(" ") == 1]
-    replaced = " ".join(whole_batch(results["machine"]["cores"]))
+    replaced = whole_batch(results["machine"]["cores"])[0]  # the flag that names that plan's rows
     for other in [r for r in loaded if r["backend"].count(" ") > 1] if plan else []:
         measured = f"mean steady {with_runs(plan[0])} vs {with_runs(other)} SPS"
         if replaced in other["backend"]:  # the target: no slower under load than the plan the slices replaced
