@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 
 from cleanrl_utils.placement import usable_cores
-from cleanrl_utils.processes import stop_process_groups
+from cleanrl_utils.processes import own_group, stop_process_groups
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_QUERY_TIMEOUT_S = 5.0
@@ -186,9 +186,10 @@ def run_measured(command: list[str], cwd: str, timeout: float, interval: float =
     if gpus is None:
         gpus = [gpu.uuid for gpu in visible_gpus()]
     start = time.perf_counter()
-    # a process group of its own, so that a stop reaches torchrun's ranks and env processes too
+    # a process group of its own, so that a stop reaches torchrun's ranks and env processes too; in this session, so
+    # that the load the benchmark puts alongside (its busy processes) competes with the run's threads one for one
     proc = subprocess.Popen(command, cwd=cwd, env=repo_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, **own_group())
     with TreeSampler(proc.pid, interval, gpus=gpus) as tree:
         try:
             out, _ = proc.communicate(timeout=timeout)

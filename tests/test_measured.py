@@ -50,7 +50,10 @@ def test_tree_sampler_of_an_idle_process_is_near_zero():
 
 
 def test_tree_sampler_leaves_out_what_the_tree_used_before():
-    # this test process has spent seconds of CPU importing torch; a sampler of it counts only from its start on
+    # this test process spends a second of CPU first; a sampler of it counts only from its start on
+    start = time.process_time()
+    while time.process_time() < start + 1.0:
+        pass
     assert psutil.Process().cpu_times().user > 1.0
     with measured.TreeSampler(os.getpid(), interval=0.1, cores=2) as tree:
         time.sleep(0.6)
@@ -99,3 +102,18 @@ def test_a_measured_run_reports_its_gpus_and_cpu(tmp_path, monkeypatch):
     assert result.returncode == 0 and result.output.strip() == "done"
     assert result.gpu_percents == {"GPU-aaaa": 10.0, "GPU-bbbb": 55.0} and result.gpu_percent == 32.5
     assert result.tree_busy > 0 and result.peak_rss_mib > 1
+
+
+def test_a_measured_run_leads_its_group_in_this_session_and_a_timeout_stops_all_of_it(tmp_path):
+    """The run shares this session (where the kernel groups tasks by session, the benchmark's busy processes and the
+    run then compete thread for thread) and leads a process group, which a timeout stops whole."""
+    show = "import os; print(os.getsid(0), os.getpgrp(), os.getpid())"
+    result = measured.run_measured([sys.executable, "-c", show], str(tmp_path), 60, gpus=[])
+    sid, pgrp, pid = map(int, result.output.split())
+    assert sid == os.getsid(0) and pgrp == pid != os.getpgrp()
+    spawn = ("import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'import time; "
+             "time.sleep(60)']); print(child.pid, flush=True); time.sleep(60)")
+    result = measured.run_measured([sys.executable, "-c", spawn], str(tmp_path), 2, gpus=[])
+    assert "stopped after 2 s" in result.output and result.returncode != 0
+    grandchild = int(result.output.split()[0])
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE
