@@ -473,22 +473,25 @@ def whole_batch(cores: int) -> tuple[str, ...]:
     return ("--torch-threads", str(cores))
 
 
-LOADED_ROUNDS = 2
-"""rounds of the loaded runs, alternated so that a change of the machine's speed hits every plan alike"""
+LOADED_ROUNDS = 4
+"""rounds of the loaded runs, in turns and every other round in reverse order, so that a change of the machine's speed
+hits every plan alike"""
 
 
 def loaded_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
     """``backend`` (already run with the script's defaults) with the thread plan before the slices (``whole_batch``)
     and with workers that spin briefly (``SPIN``), then all three with one busy process per core alongside,
-    ``LOADED_ROUNDS`` times in turns: each loaded row is the mean of its runs (their steady SPS under
-    ``steady_runs``)."""
+    ``LOADED_ROUNDS`` times in turns, every other round in reverse order: each loaded row is the mean of its runs
+    (their steady SPS under ``steady_runs``). The runs share this process's session with the busy processes
+    (``run_measured``), so that each busy process competes with the run's threads as one more process."""
     cores = plan_threads(args.num_envs).cores
     variants = {"defaults": {}, "whole batch": {"extra": whole_batch(cores)}, "spin": {"extra_env": SPIN}}
     rows = [end_to_end(backend, args, workdir, **settings) for settings in list(variants.values())[1:]]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     with busy_cores(cores):
         for attempt in range(1, LOADED_ROUNDS + 1):
-            for name, settings in variants.items():
+            for name in list(variants)[:: 1 if attempt % 2 else -1]:
+                settings = variants[name]
                 runs[name].append(end_to_end(backend, args, workdir, label="loaded", attempt=attempt, **settings))
     return rows + [mean_row(done) for done in runs.values()]
 
