@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import sys
 import time
@@ -200,6 +201,12 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
         torch.cuda.set_device(device)
     if not info.launched:  # a single process: no group
         return
+    # whole lines from every rank: the ranks share their launcher's stdout and stderr, and unbuffered output
+    # (PYTHONUNBUFFERED=1, usual in containers) writes a print's text and its newline apart, so another rank's
+    # line could land in between
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True, write_through=False)
     if backend == "nccl" and not any(name in os.environ for name in NCCL_ERROR_VARIABLES):
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
     runs.QUIET_ERRORS = False  # from here on a rank's errors are its own (shared decisions: decided_on_rank0)

@@ -4,6 +4,7 @@ it, a real 2-rank gloo group formed under mpirun's variables, and which rank pri
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
@@ -146,6 +147,36 @@ def test_gloo_and_mpi_get_no_nccl_settings(recorded):
     assert "device_id" not in gloo_kwargs and (gloo_kwargs["rank"], gloo_kwargs["world_size"]) == (1, 2)
     assert mpi == "mpi" and "rank" not in mpi_kwargs  # MPI knows the ranks
     assert blocking is None and recorded.current == []
+
+
+class Writes(io.RawIOBase):
+    """A raw stream that keeps every write it gets, as the file descriptor would."""
+
+    def __init__(self):
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+def test_a_ranks_prints_leave_as_whole_lines_with_unbuffered_output(recorded, monkeypatch):
+    # PYTHONUNBUFFERED=1: the text layer writes through to an unbuffered binary layer
+    streams = {name: Writes() for name in ("stdout", "stderr")}
+    for name, raw in streams.items():
+        monkeypatch.setattr(sys, name, io.TextIOWrapper(raw, encoding="utf-8", write_through=True))
+    print("before the group", flush=True)
+    assert streams["stdout"].writes == [b"before the group", b"\n"]  # what two ranks' lines could land between
+    distributed.init_distributed("gloo", INFO, TIMEOUT, torch.device("cpu"))
+    print("rank 1/2: parameters sha256 ab, 2 games finished", flush=True)
+    print("checkpoint: iteration 1,", "global step 64")
+    print("error: a rank's last line", file=sys.stderr)
+    assert streams["stdout"].writes[2:] == [b"rank 1/2: parameters sha256 ab, 2 games finished\n",
+                                            b"checkpoint: iteration 1, global step 64\n"]
+    assert streams["stderr"].writes == [b"error: a rank's last line\n"]
 
 
 def test_a_single_process_sets_its_device_and_forms_no_group(recorded):
