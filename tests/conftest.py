@@ -30,6 +30,9 @@ def machine_env() -> dict[str, str]:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # run in parallel (pytest-xdist), the Slurm tests still share one worker and one cluster
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
