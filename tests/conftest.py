@@ -29,6 +29,16 @@ def machine_env() -> dict[str, str]:
     return env
 
 
+def pytest_xdist_auto_num_workers(config):
+    """Workers of `-n auto` (pyproject.toml's addopts): one more than the CPUs this process may use, at most 5. Most
+    tests wait on the processes they start, so a worker more than the cores still shortens the suite.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, if set, wins (pytest-xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus + 1, 5)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:  # run in parallel (pytest-xdist), the Slurm tests still share one worker and one cluster
         if item.get_closest_marker("slurm"):
