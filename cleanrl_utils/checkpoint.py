@@ -152,7 +152,8 @@ def restore_settings(args, stored: Optional[dict], given: set[str], run_dir: str
     if refused:
         fail(
             f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
-            "new run with another --run-name (what may change on a resume is listed under --resume in --help)"
+            "new run with another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name; what may "
+            "change on a resume is listed under --resume in --help)"
         )
     if loud:
         for note in notes:
@@ -205,7 +206,8 @@ def start_run(args_type, script: str, restarted: bool = False, decides: bool = T
     if ckpt["iteration"] >= iterations:
         if decides:
             print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps "
-                  f"{args.total_timesteps}; to train it longer, resume it with a larger --total-timesteps", flush=True)
+                  f"{args.total_timesteps}; to train it longer, resume it with a larger --total-timesteps (a new run "
+                  "needs another --run-name; in a cleanrl_utils.benchmark sweep, another --exp-name)", flush=True)
         sys.exit(0)
     note = lr_note(args, ckpt.get("settings") or {}, ckpt["iteration"], ckpt["batch_size"])
     if note and decides:

@@ -221,6 +221,7 @@ def test_started_again_the_grid_skips_complete_runs_and_resumes_cut_ones(tmp_pat
     assert res.returncode == 0, res.stderr
     first = (tmp_path / "benchmark_logs" / "ppo_atari__BreakoutNoFrameskip-v4__1.log").read_text()
     assert "run BreakoutNoFrameskip-v4__ppo_atari__1 is complete: global step 640" in first
+    assert "in a cleanrl_utils.benchmark sweep, another --exp-name" in first  # how a sweep gets new runs instead
     second = log.read_text()
     assert second.count("$ ") == 2 and second.splitlines()[0].endswith(
         "--seed 2 --run-name BreakoutNoFrameskip-v4__ppo_atari__2 --resume auto")
