@@ -222,7 +222,7 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
         specs += [(SLICED_FORM, torch.channels_last, False)]
     specs = [spec for spec in specs if not only or spec[0] in only]
     rng = np.random.default_rng(0)
-    frames_cpu = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
+    frames_nchw = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
     batch_nchw = torch.as_tensor(rng.integers(0, 255, (256, 4, 84, 84), dtype=np.uint8), device=device)
     batch_actions = torch.as_tensor(rng.integers(0, 4, 256), device=device)
     forms = []
@@ -237,10 +237,11 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
         # as the scripts compile it: one graph per batch shape
         forward = torch.compile(agent.get_action_and_value, dynamic=False) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)  # as in the script
-        # the script's rollout buffer holds its frames in the network's memory format: so does this minibatch
-        batch = batch_nchw.contiguous(memory_format=memory_format)
+        # the script's rollout buffer holds its frames in the network's memory format: so do these frames (in another
+        # layout the forward would time a transposing copy that the rollout does not make)
+        frames_cpu, batch = (x.contiguous(memory_format=memory_format) for x in (frames_nchw, batch_nchw))
 
-        def infer(forward=forward) -> int:  # as in the rollout: frames to the device, actions back
+        def infer(forward=forward, frames_cpu=frames_cpu) -> int:  # as in the rollout: frames up, actions back
             with torch.inference_mode():
                 action, _, _, _ = forward(frames_cpu.to(device))
                 action.cpu()

@@ -7,6 +7,7 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+import torch
 from cleanrl_utils import throughput
 from cleanrl_utils.placement import plan_threads
 from cleanrl_utils.throughput import Args, targets, write_report
@@ -231,3 +232,27 @@ def test_loaded_rows_are_the_mean_of_alternated_runs():
     assert row["steady_runs"] == [280.0, 320.0] and row["peak_rss_mib"] == 650.0
     assert throughput.with_runs(row) == "300 (runs 280 / 320)"
     assert throughput.mean_row([runs[0], {"backend": "ale loaded", "error": "killed"}])["error"] == "killed"
+
+
+def test_each_form_is_timed_on_frames_in_its_memory_format_as_the_rollout_feeds_it(monkeypatch):
+    """The script's rollout buffer holds its frames channels_last; inference timed on frames of another layout would
+    include a transposing copy that the rollout does not make (and so flatter the loop against it)."""
+    seen: dict[str, list[tuple[bool, bool]]] = {}
+    script_agent = throughput.load_agent_class()
+
+    class Recording(script_agent):
+        def get_action_and_value(self, x, action=None):
+            if action is None:  # an inference call
+                layout = "channels_last" if self.memory_format == torch.channels_last else "default"
+                seen.setdefault(layout, []).append(
+                    (x.is_contiguous(memory_format=torch.channels_last), x.is_contiguous()))
+            return super().get_action_and_value(x, action)
+
+    monkeypatch.setattr(throughput, "load_agent_class", lambda: Recording)
+    with contextlib.ExitStack() as close:
+        forms = throughput.network_forms(8, try_compile=False, only=["default", "channels_last"], close=close)
+        for _, infer, _, _ in forms:
+            infer()
+    assert set(seen) == {"default", "channels_last"}
+    assert all(last and not plain for last, plain in seen["channels_last"])
+    assert all(plain and not last for last, plain in seen["default"])
