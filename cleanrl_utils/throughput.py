@@ -324,23 +324,47 @@ def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int 
 # ---------------------------------------------------------------- end to end
 
 
-def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
-    """(SPS, steady-state SPS) of the run logged under ``runs_dir`` (only rank 0 logs), from its ``charts/SPS``
-    events: the last value (steps / seconds since the start, as the script computes it) and the steps/s after the
-    first iteration, from the events' wall times. The steady rate leaves out the one-off start (env construction and
-    first reset, first calls of the network), which a long run does not feel but a run of a few iterations does."""
+def _logged_run(runs_dir: str):
+    """The scalars of the run logged under ``runs_dir`` (only rank 0 logs): the first run directory with ``charts/SPS``
+    events, loaded, or None."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     for run_dir in sorted(p for p in Path(runs_dir).glob("*") if p.is_dir()):
         acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
         acc.Reload()
         if "charts/SPS" in acc.Tags()["scalars"]:
-            events = acc.Scalars("charts/SPS")
-            steady = None
-            if len(events) >= 2 and events[-1].wall_time > events[0].wall_time:
-                steady = (events[-1].step - events[0].step) / (events[-1].wall_time - events[0].wall_time)
-            return events[-1].value, steady
-    return None, None
+            return acc
+    return None
+
+
+def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
+    """(SPS, steady-state SPS) of the run logged under ``runs_dir`` (only rank 0 logs), from its ``charts/SPS``
+    events: the last value (steps / seconds since the start, as the script computes it) and the steps/s after the
+    first iteration, from the events' wall times. The steady rate leaves out the one-off start (env construction and
+    first reset, first calls of the network), which a long run does not feel but a run of a few iterations does."""
+    acc = _logged_run(runs_dir)
+    if acc is None:
+        return None, None
+    events = acc.Scalars("charts/SPS")
+    steady = None
+    if len(events) >= 2 and events[-1].wall_time > events[0].wall_time:
+        steady = (events[-1].step - events[0].step) / (events[-1].wall_time - events[0].wall_time)
+    return events[-1].value, steady
+
+
+def logged_steady_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
+    """(steps, seconds per phase) of the iterations after the first, from the run's ``perf/<phase>_seconds`` events:
+    the phases of the steady-state SPS's iterations (the first one's first calls of the network and of the envs left
+    out, as the parts timed alone leave out their warm-up). None without two logged iterations."""
+    acc = _logged_run(runs_dir)
+    if acc is None:
+        return None
+    sps = acc.Scalars("charts/SPS")
+    tags = [t for t in acc.Tags()["scalars"] if t.startswith("perf/") and t.endswith("_seconds")]
+    if len(sps) < 2 or not tags:
+        return None
+    phases = {t[len("perf/") : -len("_seconds")]: sum(e.value for e in acc.Scalars(t)[1:]) for t in tags}
+    return sps[-1].step - sps[0].step, phases
 
 
 def measured_run(command: list[str], workdir: str, timeout: float = 300,
@@ -413,7 +437,8 @@ def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[
             "inference": 1e3 * float(np.mean([1 / b["inference"] for b in around])),
             "learn": 1e3 * float(np.mean([args.update_epochs / b["training"] for b in around])),
         }
-        row["loop_ms"] = {phase: 1e3 * row[phase] / row["steps"] for phase in ("env", "inference", "learn")}
+        steps, seconds = row.get("steady_phases") or (row["steps"], row)  # the whole run if not logged
+        row["loop_ms"] = {phase: 1e3 * seconds[phase] / steps for phase in ("env", "inference", "learn")}
         own = [script_form_rate(b["network"], args, cores) for b in around]
         if all(own):  # the inference target compares the loop with the form it runs
             row["alone_ms"]["inference_script_form"] = 1e3 * float(np.mean([1 / rate for rate in own]))
@@ -443,6 +468,7 @@ def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = 
     row.update(
         sps=float(fields["steps_per_second"]),
         steady_sps=logged_sps(runs)[1],
+        steady_phases=logged_steady_phases(runs),
         seconds=seconds,
         env=float(fields.get("env", 0)),
         inference=float(fields.get("inference", 0)),
@@ -672,7 +698,8 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             "A cloud VM's speed can drift 2x within minutes, so one run against a bound measured minutes earlier "
             "says little. Each run below sits between two fresh measurements of the combined bound (raw emulation, "
             f"and the network forms {', '.join(results.get('repeat_forms', []))}) and is judged against their mean; "
-            "the end-to-end verdict is the median. Per phase, ms per agent step: in the loop (whole run) / alone (the "
+            "the end-to-end verdict is the median. Per phase, ms per agent step: in the loop (after the first iteration, "
+            "as the steady SPS) / alone (the "
             "bound's part: raw emulation on all cores, the fastest inference, "
             f"{args.update_epochs} passes of the fastest training).",
             "",

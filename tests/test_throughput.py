@@ -94,6 +94,25 @@ def test_logged_sps_reads_overall_and_steady_state_rates(tmp_path):
     assert throughput.logged_sps(str(tmp_path / "empty")) == (None, None)
 
 
+def test_the_loops_phases_are_those_of_the_steady_iterations(tmp_path):
+    """The per-phase times in the loop leave out the first iteration, as the steady SPS does (and as the parts timed
+    alone leave out their warm-up)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "runs" / "some_run"))
+    for k, step in enumerate((1024, 2048, 3072)):
+        writer.add_scalar("charts/SPS", 300, step)
+        first = k == 0  # the first iteration: the network's and the envs' first calls
+        writer.add_scalar("perf/env_seconds", 0.9 if first else 0.3, step)
+        writer.add_scalar("perf/inference_seconds", 0.5 if first else 0.2, step)
+        writer.add_scalar("perf/learn_seconds", 1.5 if first else 1.0, step)
+    writer.close()
+    steps, seconds = throughput.logged_steady_phases(str(tmp_path / "runs"))
+    assert steps == 2048
+    assert seconds == pytest.approx({"env": 0.6, "inference": 0.4, "learn": 2.0})
+    assert throughput.logged_steady_phases(str(tmp_path / "empty")) is None
+
+
 def test_inference_in_the_loop_and_the_loaded_rows_are_judged():
     args = Args(env_counts=[8, 16, 32], num_envs=8)
     results = synthetic_results(best_env16=3500.0, best_sps=700.0)
@@ -197,6 +216,25 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
     results["repeats"][1]["loop_ms"] = dict(results["repeats"][1]["loop_ms"], inference=0.4)  # 1.6x
     results["repeats"][2]["loop_ms"] = dict(results["repeats"][2]["loop_ms"], inference=0.35)  # 1.4x
     assert not {name: ok for name, _, ok in targets(results, args)}[inference_target]
+
+
+def test_the_repeated_runs_phases_per_step_are_those_of_their_steady_iterations(monkeypatch):
+    runs = iter([
+        {"backend": "ale", "steps": 6144, "sps": 600.0, "steady_sps": 650.0, "env": 2.0, "inference": 1.4,
+         "learn": 6.0, "steady_phases": (5120, {"env": 1.28, "inference": 0.768, "learn": 4.608})},
+        {"backend": "ale", "steps": 6144, "sps": 600.0, "steady_sps": 650.0, "env": 2.048, "inference": 1.2288,
+         "learn": 6.144, "steady_phases": None},  # no events: the whole run
+    ])
+    monkeypatch.setattr(throughput, "end_to_end", lambda *a, **k: next(runs))
+    network = [{"form": "channels_last+slices", "threads": 2, "inference": 8000.0, "training": None},
+               {"form": "channels_last", "threads": 2, "inference": 4000.0, "training": 4000.0}]
+    bound = {"combined": 700.0, "physical": 8000.0, "inference": 8000.0, "training": 4000.0, "network": network}
+    monkeypatch.setattr(throughput, "bounds_now", lambda *a: bound)
+    monkeypatch.setattr(throughput, "usable_cores", lambda: 2)
+    rows = throughput.repeated_end_to_end("ale", Args(num_envs=8, e2e_repeats=2), "/tmp", [])
+    assert rows[0]["loop_ms"] == pytest.approx({"env": 0.25, "inference": 0.15, "learn": 0.9})
+    assert rows[1]["loop_ms"] == pytest.approx({"env": 1 / 3, "inference": 0.2, "learn": 1.0})
+    assert rows[0]["alone_ms"]["inference_script_form"] == pytest.approx(0.125)
 
 
 @pytest.mark.slow
