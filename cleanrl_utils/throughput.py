@@ -144,8 +144,8 @@ def timed_rate(fn: Callable[[], int], seconds: float, warmup: float = 0.5) -> fl
 
 def emulator_frames_per_second(env_id: str, seconds: float) -> float:
     """Raw emulator frames/s on one core: ALEInterface.act with random actions, no preprocessing. A game that ends
-    goes back to the saved state of its start: ALE's reset would run some 60 frames that no step counts (7-15% of the
-    time with random actions in Breakout), and resets are the game's rules, which the bound leaves out."""
+    goes back to the saved state of its start: ALE's reset would run some 60 frames that no step counts, and resets
+    are the game's rules, which the bound leaves out (docs/throughput.md)."""
     import ale_py
     from ale_py import roms
 
