@@ -11,7 +11,9 @@ Each round times, per torch thread count (and, on 2+ cores, the scripts' form: t
 each, ``s{slices}``), a batch-``num_envs`` forward with the action sampled and copied out:
 in a tight loop ("alone"), alternating with a step of the vector env ("loop", and the env step itself), and
 alternating with a ``time.sleep`` as long as that env step ("sleep": what is left of the loop's cost without the
-env's threads).
+env's threads). With ``--pipelined`` each round also times the rollout overlapped: the envs in two pools of half the
+batch each, one stepping while the policy acts for the other on one torch thread ("pipelined", ms per batch of
+``num_envs``, to set against "loop" + "env" of the serial rollout).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import tyro
 
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
+from cleanrl_utils.runs import fail
 from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.throughput import _Spaces, load_agent_class
 from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env
@@ -45,11 +48,13 @@ class Args:
     """batches per measurement"""
     rounds: int = 3
     """rounds over the thread counts"""
+    pipelined: bool = False
+    """also time the rollout overlapped: two pools of half the envs, one stepping while the policy acts for the other"""
 
 
 def profile(args: Args) -> dict[str, list[float]]:
     """Milliseconds per batch, one value per round, under ``{mode}_t{threads}`` and ``{mode}_s{slices}`` (modes:
-    alone, loop, env, sleep)."""
+    alone, loop, env, sleep), and ``pipelined`` with ``args.pipelined``."""
     backend = args.vector_env or ("envpool" if envpool_available() else "ale")
     torch.manual_seed(0)
     agent = load_agent_class()(_Spaces)
@@ -61,6 +66,12 @@ def profile(args: Args) -> dict[str, list[float]]:
     sliced = SlicedInference(whole, slices)
     variants = [(f"t{threads}", threads, whole) for threads in sorted({1, usable_cores()})]
     variants += [(f"s{slices}", 1, sliced)] if slices > 1 else []
+    half = args.num_envs // 2
+    halves = [
+        make_atari_vector_env(backend, args.env_id, half, env_threads=plan_threads(half).env_threads, seed=k * half)
+        for k in range(2 if args.pipelined else 0)
+    ]
+    half_obs = [torch.as_tensor(envs_half.reset(seed=k * half)[0]) for k, envs_half in enumerate(halves)]
 
     def infer(x: torch.Tensor) -> np.ndarray:
         with torch.inference_mode():
@@ -94,13 +105,31 @@ def profile(args: Args) -> dict[str, list[float]]:
                     time.sleep(env / args.steps)
                 for mode, seconds in (("alone", alone), ("loop", loop), ("env", env), ("sleep", slept)):
                     times.setdefault(f"{mode}_{variant}", []).append(1e3 * seconds / args.steps)
+            if halves:  # one half steps while the policy acts for the other
+                use_threads(1)
+                agent.hidden = whole
+                first, second = halves
+                first.step_async(infer(half_obs[0]))
+                start = time.perf_counter()
+                for _ in range(args.steps):
+                    second.step_async(infer(half_obs[1]))
+                    half_obs[0] = torch.as_tensor(first.step_wait()[0])
+                    first.step_async(infer(half_obs[0]))
+                    half_obs[1] = torch.as_tensor(second.step_wait()[0])
+                pipelined = time.perf_counter() - start
+                half_obs[0] = torch.as_tensor(first.step_wait()[0])
+                times.setdefault("pipelined", []).append(1e3 * pipelined / args.steps)
     finally:
         sliced.close()
         envs.close()
+        for envs_half in halves:
+            envs_half.close()
     return times
 
 
 def main(args: Args) -> None:
+    if args.pipelined and args.num_envs % 2:
+        fail(f"--pipelined splits the envs in two halves: give an even --num-envs, not {args.num_envs}")
     keep_freed_memory()  # as in the scripts
     policy = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ}
     print(f"OpenMP: {policy}; ms per batch of {args.num_envs}, one value per round", flush=True)

@@ -1,10 +1,10 @@
 """cleanrl_utils/loop_profile.py: every mode is timed for 1 thread, all cores and (2+ cores) the sliced batch, once
-per round."""
+per round; the overlapped rollout once per round when asked for."""
 
 from __future__ import annotations
 
 import pytest
-from cleanrl_utils.loop_profile import Args, profile
+from cleanrl_utils.loop_profile import Args, main, profile
 from cleanrl_utils.placement import plan_threads, usable_cores
 
 
@@ -18,3 +18,16 @@ def test_inference_is_timed_alone_in_the_loop_and_after_a_sleep():
     times = profile(Args(vector_env="ale", num_envs=8, steps=3, rounds=1))
     variants = [f"t{t}" for t in threads] + ([f"s{slices}"] if slices > 1 else [])
     assert set(times) == {f"{mode}_{v}" for mode in ("alone", "loop", "env", "sleep") for v in variants}
+
+
+@pytest.mark.slow
+def test_the_overlapped_rollout_is_timed_once_per_round_when_asked_for():
+    times = profile(Args(vector_env="ale", num_envs=4, steps=3, rounds=2, pipelined=True))
+    assert len(times["pipelined"]) == 2 and min(times["pipelined"]) > 0
+    assert "pipelined" not in profile(Args(vector_env="ale", num_envs=4, steps=2, rounds=1))
+
+
+def test_an_odd_env_count_cannot_be_halved_for_the_overlapped_rollout():
+    with pytest.raises(SystemExit) as exit_info:
+        main(Args(vector_env="ale", num_envs=5, pipelined=True))
+    assert "even --num-envs, not 5" in str(exit_info.value.code)
