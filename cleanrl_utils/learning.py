@@ -80,6 +80,13 @@ PROFILES: dict[str, dict] = {
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2, 3)),
         ],
     },
+    # CleanRL's benchmark at full length on one CPU machine: Breakout and Pong, 10M steps, seed 1, the fastest
+    # backend; hours per run, so it runs in parts (`--max-hours`), each resuming the last one's checkpoint
+    "full-cpu": {
+        "env_ids": ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4"],
+        "total_timesteps": 10_000_000,
+        "configs": [Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1,))],
+    },
 }
 
 
@@ -87,8 +94,11 @@ PROFILES: dict[str, dict] = {
 class Args:
     action: tyro.conf.Positional[Literal["run", "report", "commands", "import"]]
     """`run` what has not finished, `report` from what has, print the `commands`, or `import` a finished run"""
-    profile: Literal["quick", "full"] = "quick"
-    """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark"""
+    profile: Literal["quick", "full", "full-cpu"] = "quick"
+    """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark
+    (a cluster's job); `full-cpu`: Breakout and Pong to 10M steps, seed 1, on this machine in parts"""
+    max_hours: float = 0.0
+    """`run`: end this part after so many hours (the run checkpoints and stops; `run` again continues it); 0: no limit"""
     runs_dir: str = "runs/learning"
     """where the runs write their logs and checkpoints"""
     results_dir: str = "docs/results"
@@ -183,6 +193,7 @@ def run(args: Args) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    deadline = time.time() + args.max_hours * 3600 if args.max_hours > 0 else float("inf")
     for p in plan(args):
         base = p.export_base(args)
         if os.path.exists(base + ".json"):
@@ -193,17 +204,27 @@ def run(args: Args) -> int:
         cmd = p.command(args, resume)
         print(f"{p.config.name} seed {p.seed}: {'resuming' if resume else 'starting'}: {shlex.join(cmd)}", flush=True)
         started = time.time()
+        part = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "resumed": resume, "machine": machine()}
         child = subprocess.Popen(cmd, start_new_session=True)
+        timed_out = False
         while child.poll() is None:
-            if stop["requested"]:
+            timed_out = time.time() > deadline
+            if stop["requested"] or timed_out:
                 os.killpg(child.pid, signal.SIGTERM)
                 child.wait()
                 break
             time.sleep(0.5)
-        if stop["requested"]:
-            print(f"stopped: {p.config.name} seed {p.seed} keeps its checkpoint in {run_dir}; run again to resume",
+        part.update(ended=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                    seconds=round(time.time() - started, 1), returncode=child.returncode)
+        if os.path.isdir(run_dir):  # one line per part: how often the run was resumed, on which machine
+            with open(os.path.join(run_dir, "parts.jsonl"), "a") as f:
+                f.write(json.dumps(part) + "\n")
+        if stop["requested"] or timed_out:
+            why = f"the part's {args.max_hours:g} hours are up" if timed_out else "stopped"
+            print(f"{why}: {p.config.name} seed {p.seed} keeps its checkpoint in {run_dir}; run again to resume",
                   file=sys.stderr)
-            return 130
+            return 0 if timed_out else 130
         if child.returncode != 0:
             print(f"error: {p.config.name} seed {p.seed} exited with {child.returncode}; its log is above",
                   file=sys.stderr)
