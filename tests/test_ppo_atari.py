@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers import REPO_ROOT, CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
 from helpers import start_script, wait_for
-from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED
+from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, logged_losses
 
 import cleanrl_utils.vector_envs
 from cleanrl_utils.host_syncs import exec_script
@@ -389,11 +389,11 @@ def test_frames_last_fills_the_staging_buffer_as_a_strided_copy_would(num_envs):
 def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
     """The fixed-seed run of test_fixed_seed.py, stopped by SIGTERM after a checkpoint and resumed.
 
-    Up to the stop it logs exactly the recorded losses (checkpointing draws no random numbers); the resumed run
-    continues the same step axis and learning-rate schedule and ends at the same iteration, global step and
-    optimizer step count as the uninterrupted run.
+    Up to the stop it logs exactly the losses of the same run uninterrupted on this machine, bit for bit
+    (checkpointing draws no random numbers); the resumed run continues the same step axis and learning-rate schedule
+    and ends at the same iteration, global step and optimizer step count as the uninterrupted run.
     """
-    recorded = json.loads(FIXTURE.read_text())["ppo_atari"]
+    recorded = logged_losses(SCRIPT, tmp_path / "uninterrupted")
     batch, iterations, opt_steps = 128, 4, 4 * 4  # 4 envs x 32 steps; 4 epochs x 4 minibatches per iteration
     common = [SCRIPT, *FIXED_RUN, "--seed", str(FIXED_SEED), "--runs-dir", str(tmp_path / "runs"), "--run-name", "cut"]
     log = tmp_path / "first.log"

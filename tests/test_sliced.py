@@ -1,5 +1,5 @@
-"""The rollout's inference in slices (cleanrl_utils/sliced.py): the whole batch's numbers, in order, on other
-threads, and the scripts' runs unchanged by it."""
+"""The rollout's inference in slices (cleanrl_utils/sliced.py): the whole batch's numbers within float rounding, in
+order, on other threads, and the scripts' runs the same by it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 from helpers import LOSS_TAGS, find_run_dir, load_script, read_scalars, run_script
+from test_fixed_seed import beyond_tolerance
 
 from cleanrl_utils.placement import plan_threads, usable_cores
 from cleanrl_utils.sliced import MIN_SLICE, SlicedInference, inference_slices
@@ -43,7 +44,9 @@ def test_slices_per_batch_and_cores():
 
 @pytest.mark.parametrize("batch,slices", [(8, 2), (9, 2), (12, 3), (16, 4), (16, 2)])
 def test_sliced_network_gives_the_whole_batch_numbers(one_thread, batch, slices):
-    """Bit for bit, on the scripts' network, for slices of at least MIN_SLICE frames (fewer change the last bits)."""
+    """The whole batch's numbers within float rounding, on the scripts' network, for slices of at least MIN_SLICE
+    frames. Not bit for bit everywhere: oneDNN picks its convolution kernels by batch size and instruction set, and
+    on some AVX-512 CPUs a batch of 4 rounds its last bits otherwise than a batch of 16."""
     agent = load_script("cleanrl/ppo_atari.py", "ppo_atari_for_sliced").Agent(_Spaces)
     frames = torch.randint(0, 256, (batch, 4, 84, 84), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     sliced = SlicedInference(agent.hidden, slices)
@@ -51,10 +54,11 @@ def test_sliced_network_gives_the_whole_batch_numbers(one_thread, batch, slices)
         with torch.inference_mode():
             whole, parts = agent.hidden(frames), sliced(frames)
         assert parts.is_inference()  # the caller's inference mode held on the worker threads too
-        assert torch.equal(parts, whole)
+        torch.testing.assert_close(parts, whole, rtol=1e-5, atol=1e-6)
         with torch.no_grad():  # gradients off without inference mode: ordinary tensors
             parts = sliced(frames)
-        assert not parts.is_inference() and torch.equal(parts, whole)
+        assert not parts.is_inference()
+        torch.testing.assert_close(parts, whole, rtol=1e-5, atol=1e-6)
     finally:
         sliced.close()
 
@@ -117,5 +121,6 @@ def test_a_run_in_slices_logs_the_losses_of_a_run_without(tmp_path, script):
         assert result.returncode == 0, result.stderr[-3000:]
         assert ("the batch in 2 slices" in result.stdout) == (not flags), result.stdout[:500]
         assert "terminate called" not in result.stderr  # the workers end before the interpreter does
-        losses.append({tag: read_scalars(find_run_dir(runs), tag) for tag in LOSS_TAGS})
-    assert losses[0]["losses/value_loss"] and losses[0] == losses[1]
+        losses.append({tag: [list(v) for v in read_scalars(find_run_dir(runs), tag)] for tag in LOSS_TAGS})
+    # within float rounding (the slices' kernels may round otherwise: see the test above)
+    assert losses[0]["losses/value_loss"] and not beyond_tolerance(losses[0], losses[1])
