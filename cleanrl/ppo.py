@@ -23,20 +23,11 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanrl_utils.checkpoint import interrupts_ignored
-from cleanrl_utils.checks import (
-    check_batch,
-    check_box_observations,
-    check_can_record_video,
-    check_discrete_actions,
-    check_not_atari_env_id,
-    check_positive,
-    fail,
-    make_probe_env,
-    prepare_run_dir,
-)
+from cleanrl_utils.resume import interrupts_ignored
+from cleanrl_utils.validation import check_batch, check_box_observations, check_can_record_video, check_discrete_actions, check_not_atari_env_id, check_positive, fail, make_probe_env
+from cleanrl_utils.resume import prepare_run_dir
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.runs import Count
+from cleanrl_utils.validation import Count
 
 
 @dataclass

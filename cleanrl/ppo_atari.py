@@ -34,14 +34,15 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import StopSignals, interrupts_ignored, open_run, restore_rng, rng_state
-from cleanrl_utils.checkpoint import save_checkpoint, save_model, start_run
-from cleanrl_utils.checks import check_atari_env_id, check_batch
+from cleanrl_utils.resume import StopSignals, interrupts_ignored, load_state, open_run, restore_rng, rng_state
+from cleanrl_utils.resume import save_checkpoint, save_model, start_run
+from cleanrl_utils.validation import check_atari_env_id, check_batch
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, check_positive
-from cleanrl_utils.runs import resume_command
+from cleanrl_utils.validation import Count, check_extras, check_non_negative, check_positive
+from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode
+from cleanrl_utils.resume import resume_command
 from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
@@ -369,13 +370,14 @@ if __name__ == "__main__":
             agent.get_value = torch.compile(agent.get_value, dynamic=False)
         # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+        # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
+        state = {"agent": agent, "optimizer": optimizer}
 
         # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint
-        run_dir, ckpt = open_run(args, run_name, agent, __file__, ckpt=ckpt)  # the run folder is made here
+        run_dir, ckpt = open_run(args, run_name, state, __file__, ckpt=ckpt)  # the run folder is made here
         start_iteration, global_step, recent_returns = 0, 0, []
         if ckpt is not None:
-            agent.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
+            load_state(state, ckpt)
             start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
             recent_returns = ckpt["recent_returns"]
             restore_rng(ckpt, 0, 1, args.seed, device)
@@ -518,7 +520,7 @@ if __name__ == "__main__":
                     rngs = [rng_state(device)]
                     writer.flush()  # logged steps up to the checkpoint must be on disk before it
                     path = os.path.join(run_dir, CHECKPOINT_FILE)
-                    save_checkpoint(path, agent, optimizer, args, iteration, global_step, rngs, recent_returns)
+                    save_checkpoint(path, state, args, iteration, global_step, rngs, recent_returns)
                     print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
                 if stop.requested:
                     exit_code = 128 + stop.requested

@@ -37,17 +37,18 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.checkpoint import StopSignals, interrupts_ignored, open_run, restore_rng, rng_state
-from cleanrl_utils.checkpoint import save_checkpoint, save_model, start_run
-from cleanrl_utils.checks import check_atari_env_id
+from cleanrl_utils.resume import StopSignals, interrupts_ignored, load_state, open_run, restore_rng, rng_state
+from cleanrl_utils.resume import save_checkpoint, save_model, start_run
+from cleanrl_utils.validation import check_atari_env_id
 from cleanrl_utils.distributed import cpu_seconds, decided_on_rank0, gather_to_all, init_distributed
 from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, report_ranks, resolve_device
 from cleanrl_utils.distributed import resolve_sizes, restart_count
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, use_threads
 from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.runs import CHECKPOINT_FILE, Count, ResumeMode, check_extras, check_non_negative, resolve_run_name
-from cleanrl_utils.runs import resume_command
+from cleanrl_utils.validation import Count, check_extras, check_non_negative
+from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, resolve_run_name
+from cleanrl_utils.resume import resume_command
 from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
@@ -451,6 +452,8 @@ if __name__ == "__main__":
             agent.get_value = torch.compile(agent.get_value, dynamic=False)
         # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
         optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+        # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
+        state = {"agent": agent, "optimizer": optimizer}
 
         # a restart if ANY rank's agent counted one (across nodes the counts differ): then resume
         restart = max(gather_to_all(restart_count(), info.world_size))
@@ -459,11 +462,10 @@ if __name__ == "__main__":
 
         # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint (rank 0 reads it:
         # a bad one stops every rank)
-        run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, agent, __file__, restart, ckpt), info)
+        run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)
         start_iteration, global_step, recent_returns = 0, 0, []
         if ckpt is not None:
-            agent.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
+            load_state(state, ckpt)
             start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
             recent_returns = ckpt["recent_returns"]
             restore_rng(ckpt, info.rank, info.world_size, args.seed, device)
@@ -622,7 +624,7 @@ if __name__ == "__main__":
                     if rank0:
                         writer.flush()  # logged steps up to the checkpoint must be on disk before it
                         path = os.path.join(run_dir, CHECKPOINT_FILE)
-                        save_checkpoint(path, agent, optimizer, args, iteration, global_step, rngs, recent_returns)
+                        save_checkpoint(path, state, args, iteration, global_step, rngs, recent_returns)
                         print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
                 if stop_signal:
                     exit_code = 128 + stop_signal

@@ -20,8 +20,8 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from cleanrl_utils import runs
-from cleanrl_utils.runs import check_positive, fail
+from cleanrl_utils import validation
+from cleanrl_utils.validation import check_positive, fail
 
 DEFAULT_LOCAL_NUM_ENVS = 8
 
@@ -61,7 +61,7 @@ def read_dist_env() -> DistInfo:
                 launched=True,
                 launcher=launcher,
             )
-            runs.QUIET_ERRORS = info.local_rank != 0
+            validation.QUIET_ERRORS = info.local_rank != 0
             return info
     return DistInfo()
 
@@ -209,7 +209,7 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
             stream.reconfigure(line_buffering=True, write_through=False)
     if backend == "nccl" and not any(name in os.environ for name in NCCL_ERROR_VARIABLES):
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
-    runs.QUIET_ERRORS = False  # from here on a rank's errors are its own (shared decisions: decided_on_rank0)
+    validation.QUIET_ERRORS = False  # from here on a rank's errors are its own (shared decisions: decided_on_rank0)
     try:
         if backend == "mpi":  # MPI knows the ranks
             dist.init_process_group(backend, timeout=timeout)

@@ -54,7 +54,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.overrides import TorchFunctionMode
 
-from cleanrl_utils.runs import fail
+from cleanrl_utils.validation import fail
 
 Tensor = torch.Tensor
 READS = {

@@ -30,7 +30,7 @@ import tyro
 
 from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
-from cleanrl_utils.runs import fail
+from cleanrl_utils.validation import fail
 from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.throughput import _Spaces, load_agent_class
 from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env

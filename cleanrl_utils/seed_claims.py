@@ -41,7 +41,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils import throughput
-from cleanrl_utils.checks import check_positive, fail
+from cleanrl_utils.validation import check_positive, fail
 from cleanrl_utils.measured import TreeSampler, run_measured, visible_gpus
 from cleanrl_utils.placement import usable_cores
 from cleanrl_utils.vector_envs import envpool_available

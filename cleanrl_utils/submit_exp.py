@@ -48,7 +48,8 @@ import tyro
 from cleanrl_utils import slurm
 from cleanrl_utils.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.runs import check_positive, fail, supports_resume, sweep_run_of
+from cleanrl_utils.validation import check_positive, fail
+from cleanrl_utils.runs import supports_resume, sweep_run_of
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {

@@ -47,7 +47,7 @@ import gymnasium as gym
 import numpy as np
 
 from cleanrl_utils.atari_wrappers import FIRE_ACTION, NOOP_ACTION, make_atari_env
-from cleanrl_utils.checks import fail
+from cleanrl_utils.validation import fail
 
 VectorEnvBackend = Literal["sync", "async", "ale", "envpool"]
 BACKENDS: tuple[str, ...] = ("sync", "async", "ale", "envpool")

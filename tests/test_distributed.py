@@ -17,13 +17,13 @@ import torch
 import tyro
 from helpers import REPO_ROOT
 
-from cleanrl_utils import distributed, runs
+from cleanrl_utils import distributed, validation
 
 
 
 @pytest.fixture(autouse=True)
 def errors_loud(monkeypatch):
-    monkeypatch.setattr(runs, "QUIET_ERRORS", False)  # read_dist_env sets it; no test leaks it to the next
+    monkeypatch.setattr(validation, "QUIET_ERRORS", False)  # read_dist_env sets it; no test leaks it to the next
     for name in distributed.NCCL_ERROR_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
@@ -239,13 +239,13 @@ def test_errors_every_rank_finds_are_printed_by_the_first_rank_of_each_node(monk
         monkeypatch.setenv("LOCAL_RANK", str(local_rank))
         assert distributed.read_dist_env().launcher == "torchrun"
         with pytest.raises(SystemExit) as exit_info:
-            runs.fail("bad")
+            validation.fail("bad")
         assert exit_info.value.code == code
 
 
 def test_rank0s_decision_fails_loudly_on_rank0_only():
     def decide():
-        runs.fail("cannot read the checkpoint")
+        validation.fail("cannot read the checkpoint")
 
     with pytest.raises(SystemExit) as exit_info:
         distributed.decided_on_rank0(decide, distributed.DistInfo())

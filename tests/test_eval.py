@@ -17,7 +17,7 @@ import gymnasium as gym
 from helpers import load_script
 
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.checkpoint import rng_state, save_checkpoint
+from cleanrl_utils.resume import rng_state, save_checkpoint
 from cleanrl_utils.evals.ppo_eval import evaluate, pick_device
 
 LEFT = 3  # Breakout's actions: NOOP, FIRE, RIGHT, LEFT
@@ -125,7 +125,7 @@ def test_a_runs_checkpoint_is_evaluated_like_a_saved_model(tmp_path, capsys):
     optimizer = torch.optim.Adam(agent.parameters())
     args = ppo_atari.Args(batch_size=1024, num_iterations=2)
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(str(path), agent, optimizer, args, 1, 1024, [rng_state(torch.device("cpu"))], [])
+    save_checkpoint(str(path), {"agent": agent, "optimizer": optimizer}, args, 1, 1024, [rng_state(torch.device("cpu"))], [])
     torch.save({"model": agent.state_dict(), "env_id": args.env_id}, tmp_path / "same.cleanrl_model")
     from_checkpoint = evaluate(str(path), eval_episodes=1, seed=2)
     assert len(from_checkpoint) == 1

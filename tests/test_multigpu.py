@@ -22,7 +22,7 @@ import torch
 import tyro
 from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script, wait_for
 
-from cleanrl_utils import checkpoint, distributed
+from cleanrl_utils import distributed, resume
 
 SCRIPT = "cleanrl/ppo_atari_multigpu.py"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the `torchrun` command of this venv
@@ -67,7 +67,7 @@ def load_checkpoint(run_dir: Path) -> dict:
 
 def optimizer_steps(ckpt: dict) -> int:
     """Adam's step count (the same for every parameter): how many updates the optimizer state has seen."""
-    steps = {int(s["step"]) for s in ckpt["optimizer"]["state"].values()}
+    steps = {int(s["step"]) for s in ckpt["state"]["optimizer"]["state"].values()}
     assert len(steps) == 1, steps
     return steps.pop()
 
@@ -282,8 +282,8 @@ def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(actions)))
     optimizer = torch.optim.Adam(agent.parameters())
     path.parent.mkdir(parents=True, exist_ok=True)
-    rngs = [checkpoint.rng_state(torch.device("cpu"))] * 2
-    checkpoint.save_checkpoint(str(path), agent, optimizer, args, 1, 32, rngs, [])
+    rngs = [resume.rng_state(torch.device("cpu"))] * 2
+    resume.save_checkpoint(str(path), {"agent": agent, "optimizer": optimizer}, args, 1, 32, rngs, [])
     return args
 
 
@@ -294,7 +294,7 @@ def corrupt(path: Path) -> None:
 CHECKPOINTS = {
     # case: (how the checkpoint differs from the run, fragment of the error)
     "other env": ({"env_id": "PongNoFrameskip-v4", "actions": 6}, "was made for PongNoFrameskip-v4, not --env-id"),
-    "other arch": ({"actions": 6}, "another network architecture than this script's Agent"),  # Breakout has 4
+    "other arch": ({"actions": 6}, "another network architecture than this script's agent"),  # Breakout has 4
     "other batch": ({"num_steps": 32}, "resume with the same --num-envs and --num-steps"),
     "corrupt": ({}, "cannot read the checkpoint"),
     "foreign": ({}, "is not a checkpoint of ppo_atari_multigpu.py"),
@@ -313,7 +313,9 @@ def test_checkpoint_checks(tmp_path, case):
     args = mg.Args(local_num_envs=1, num_steps=16, total_timesteps=64)
     distributed.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
-    expect_error(fragment, checkpoint.load_checkpoint, str(path), agent, args, "ppo_atari_multigpu.py")
+    state = {"agent": agent, "optimizer": torch.optim.Adam(agent.parameters())}
+    expect_error(fragment, lambda: resume.check_checkpoint(resume.read_checkpoint(str(path), "ppo_atari_multigpu.py"),
+                                                           str(path), state, args))
 
 
 def ranks_env(rank: int, port: int) -> dict[str, str]:

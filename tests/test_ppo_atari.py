@@ -382,7 +382,7 @@ def test_frames_last_fills_the_staging_buffer_as_a_strided_copy_would(num_envs):
     assert staging.is_contiguous(memory_format=torch.channels_last)
 
 
-# ---------------------------------------------------------------- checkpoint and resume (cleanrl_utils/checkpoint.py)
+# ---------------------------------------------------------------- checkpoint and resume (cleanrl_utils/resume.py)
 
 
 @pytest.mark.slow
@@ -421,7 +421,7 @@ def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
     assert f"resuming from iteration {stopped} (global step {stopped * batch})" in result.stdout
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert (ckpt["iteration"], ckpt["global_step"]) == (iterations, iterations * batch)
-    assert {int(s["step"]) for s in ckpt["optimizer"]["state"].values()} == {iterations * opt_steps}
+    assert {int(s["step"]) for s in ckpt["state"]["optimizer"]["state"].values()} == {iterations * opt_steps}
     for tag in recorded:  # every step logged once, in the same TensorBoard folder
         assert [step for step, _ in read_scalars(run_dir, tag)] == [batch * i for i in range(1, iterations + 1)], tag
     assert read_scalars(run_dir, "charts/learning_rate") == [tuple(v) for v in recorded["charts/learning_rate"]]

@@ -1,4 +1,4 @@
-"""Resume from the run's own settings (cleanrl_utils/checkpoint.py: start_run), the same for both Atari scripts:
+"""Resume from the run's own settings (cleanrl_utils/resume.py: start_run), the same for both Atari scripts:
 --resume auto, the stop hint run verbatim, changed flags refused, a complete run, a larger --total-timesteps, and no
 empty run folder after a refused start."""
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers import REPO_ROOT, assert_one_line_error, read_scalars, run_script, start_script, wait_for
 
-from cleanrl_utils.runs import given_flags
+from cleanrl_utils.resume import given_flags
 
 SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 FAST = {"OMP_NUM_THREADS": "1"}

@@ -28,7 +28,7 @@ import torch
 import tyro
 
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.checks import check_env_id, check_positive, fail, is_atari
+from cleanrl_utils.validation import check_env_id, check_positive, fail, is_atari
 
 
 @dataclass
@@ -57,6 +57,8 @@ def load_checkpoint(path: str) -> dict:
         fail(f"no model file at {path!r}; pass the .cleanrl_model written by --save-model or a run's checkpoint.pt")
     except Exception as exc:  # torch raises several types for a corrupt or foreign file
         fail(f"cannot read the model file {path!r} ({type(exc).__name__}); is it a .cleanrl_model or checkpoint.pt?")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state"), dict) and "agent" in checkpoint["state"]:
+        checkpoint = {**checkpoint, "model": checkpoint["state"]["agent"]}  # a run's checkpoint.pt: its agent
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         fail(f"{path!r} holds no model; pass the .cleanrl_model written by --save-model or a run's checkpoint.pt")
     return checkpoint

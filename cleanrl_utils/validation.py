@@ -1,19 +1,96 @@
-"""Checks of user input that need gymnasium (env ids, spaces, video): each failure is one line on stderr and a
-non-zero exit, through `fail` (cleanrl_utils/runs.py, which holds the checks without gymnasium).
+"""Every check of user input, in one place: each failure is one line on stderr (`error: ...`) and exit status 1,
+through `fail`, which raises `SystemExit` with the message (Python prints it without a traceback). gymnasium is
+imported only by the checks that need it, so the runner and the plots load fast.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import gymnasium as gym
+import tyro
 
-from cleanrl_utils.runs import check_positive, fail, prepare_run_dir  # noqa: F401 (also imported from here)
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+QUIET_ERRORS = False
+"""set on the ranks of a distributed job that leave the errors every rank finds alike to another rank (distributed.py)"""
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the program with a one-line error (no traceback, exit status 1); quietly where QUIET_ERRORS is set."""
+    raise SystemExit(1 if QUIET_ERRORS else f"error: {message}")
+
+
+def check_positive(**counts: float) -> None:
+    """Every named count must be > 0, e.g. ``check_positive(num_envs=8, num_steps=128)``."""
+    for name, value in counts.items():
+        if value is None or value <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+
+
+def check_non_negative(**counts: int) -> None:
+    """Every named count must be >= 0 (0 means: chosen automatically, or never)."""
+    for name, value in counts.items():
+        if value < 0:
+            fail(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+
+
+def check_extras(capture_video: bool = False, track: bool = False) -> None:
+    """The optional packages the chosen options need (moviepy writes videos, wandb tracks) must be installed."""
+    for wanted, module, flag, extra in (
+        (capture_video, "moviepy", "--capture-video", "video"),
+        (track, "wandb", "--track", "track"),
+    ):
+        if wanted:
+            try:
+                __import__(module)
+            except ImportError:
+                fail(f"{flag} needs {module}: pip install -e '.[{extra}]'")
+
+
+def whole_number(text: str) -> int:
+    """A count as users type it: ``10000000``, ``10_000_000`` or ``1e7`` (a whole number; ``1.5`` is an error)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        fail(f"{text!r} is not a number; give a whole number such as 10000000 or 1e7")
+    if not value.is_integer():
+        fail(f"{text!r} is not a whole number; give a count such as 10000000 or 1e7")
+    return int(value)
+
+
+# an int field of `Args` that also takes 1e7 (tyro calls `whole_number` with the text the user typed)
+Count = Annotated[
+    int,
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs=1,
+        metavar="INT",
+        instance_from_str=lambda args: whole_number(args[0]),
+        is_instance=lambda value: isinstance(value, int),
+        str_from_instance=lambda value: [str(value)],
+    ),
+]
+
+
+def make_dir(path: str, what: str) -> None:
+    """Create an output folder or stop with a one-line error naming the flag it came from."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        fail(f"cannot create {what} {path!r} ({reason})")
 
 
 def check_env_id(env_id: str) -> None:
     """The env id must be registered in gymnasium; suggest close matches when it is not."""
     import ale_py  # registers the Atari ids, so that they are known (and suggested) everywhere
+    import gymnasium as gym
 
     gym.register_envs(ale_py)
     if env_id in gym.registry:
@@ -25,6 +102,8 @@ def check_env_id(env_id: str) -> None:
 
 def is_atari(env_id: str) -> bool:
     """Whether a registered env id is an ALE (Atari) game."""
+    import gymnasium as gym
+
     entry_point = gym.registry[env_id].entry_point
     return isinstance(entry_point, str) and entry_point.startswith("ale_py")
 
@@ -58,8 +137,10 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
         )
 
 
-def check_discrete_actions(action_space: gym.Space, env_id: str) -> None:
+def check_discrete_actions(action_space: "gym.Space", env_id: str) -> None:
     """PPO here uses a categorical policy: the action space must be Discrete."""
+    import gymnasium as gym
+
     if not isinstance(action_space, gym.spaces.Discrete):
         fail(
             f"{env_id!r} has a {type(action_space).__name__} action space; this script supports only Discrete "
@@ -67,8 +148,10 @@ def check_discrete_actions(action_space: gym.Space, env_id: str) -> None:
         )
 
 
-def make_probe_env(env_id: str, **kwargs) -> gym.Env:
+def make_probe_env(env_id: str, **kwargs) -> "gym.Env":
     """One instance of the env, to check its spaces; a missing optional package is a one-line error."""
+    import gymnasium as gym
+
     try:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as exc:
@@ -82,6 +165,8 @@ def check_can_record_video(env_id: str) -> None:
         import moviepy  # noqa: F401
     except ImportError:
         fail("--capture-video needs moviepy: pip install -e '.[video]'")
+    import gymnasium as gym
+
     env = make_probe_env(env_id, render_mode="rgb_array")
     try:
         env.reset(seed=0)
@@ -93,8 +178,10 @@ def check_can_record_video(env_id: str) -> None:
         env.close()
 
 
-def check_box_observations(observation_space: gym.Space, env_id: str) -> None:
+def check_box_observations(observation_space: "gym.Space", env_id: str) -> None:
     """An MLP policy reads a flat vector: the observation space must be a Box."""
+    import gymnasium as gym
+
     if not isinstance(observation_space, gym.spaces.Box):
         fail(
             f"{env_id!r} has a {type(observation_space).__name__} observation space; this script needs Box "
