@@ -3,6 +3,8 @@
     python -m cleanrl_utils.learning run              # the `quick` profile: trains what has not finished yet
     python -m cleanrl_utils.learning report           # docs/results.md and its PNGs from what has finished
     python -m cleanrl_utils.learning commands --profile full   # the runs of CleanRL's benchmark, for a cluster
+    python -m cleanrl_utils.learning export --profile full-cpu --runs-dir RUNS --checkout CODE  # runs so far
+    python -m cleanrl_utils.learning report --profile full-cpu  # docs/results_10m.md: CleanRL's 10M steps on a CPU
 
 A run is finished when its episodes are exported to ``{results_dir}/{profile}/{config}__{seed}.csv`` (step, wall
 seconds, full-game return, length in frames) with a ``.json`` beside it (command, steps, seconds, SPS, machine,
@@ -10,6 +12,11 @@ date). Those files are committed, so the report can be rebuilt on any machine. A
 SIGTERM from a scheduler, the end of a session) keeps its checkpoint in ``{runs_dir}/{run_name}`` and resumes from
 it when ``run`` is started again (``--resume``); every run writes a checkpoint every ``--checkpoint-interval``
 iterations and when it stops.
+
+The `full-cpu` profile's runs take days of parts; `export` writes what a run has done so far to
+``{results_dir}/{profile}/{config}__{seed}.partial.csv`` and ``.partial.json`` (with its parts, the commit of the
+checkout its command ran from and the machine), so that finished parts can be committed while the run goes on. Once
+the run has reached its last step, `export` writes the plain files instead, which supersede the partial ones.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils import plot
-from cleanrl_utils.validation import fail
+from cleanrl_utils.checks import fail
 
 ENV_ID = "BreakoutNoFrameskip-v4"
 WINDOW = 100_000  # steps per window of the results table (the anchors below use the same)
@@ -44,6 +51,16 @@ ANCHORS = {
 PUBLISHED = "CleanRL at 10M steps, 3 seeds: Breakout 414.66 ± 28.09, Pong 20.36 ± 0.20, BeamRider 1915.93 ± 484.58"
 SINGLE = ["python", "cleanrl/ppo_atari.py"]
 BASELINES = {"sync_1env"}  # configs that are not a backend of the 8-env game: no verdict, not in the seed noise
+# CleanRL's benchmark at full length (the full-cpu report): its published mean return of the last 100 games at 10M
+# steps (mean ± std over its 3 seeds), its own time for the whole run, and the returns whose first reach is timed
+CLEANRL_10M = {"BreakoutNoFrameskip-v4": (414.66, 28.09), "PongNoFrameskip-v4": (20.36, 0.20)}
+CLEANRL_10M_MINUTES = 264  # ppo_atari.py, all 10M steps, on 1 GPU and 10 CPUs
+MILESTONES = {"BreakoutNoFrameskip-v4": (100, 200, 400), "PongNoFrameskip-v4": (0, 18)}
+LONG_WINDOW = 1_000_000  # steps per window of the full-length report
+LAST_GAMES = 100  # a run's final return: the mean of its last 100 games, as CleanRL's figure
+TRAILING = 20  # a return is reached at the first game where the mean of the last 20 games is at least that
+STRETCH = 10  # iterations: a run's top speed is its fastest stretch of this many (about half a minute)
+SHARED_BELOW = 0.85  # a part slower than this share of the top speed ran on a machine busy with other work
 TWO_RANKS = ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "cleanrl/ppo_atari_multigpu.py"]
 
 
@@ -92,8 +109,9 @@ PROFILES: dict[str, dict] = {
 
 @dataclass
 class Args:
-    action: tyro.conf.Positional[Literal["run", "report", "commands", "import"]]
-    """`run` what has not finished, `report` from what has, print the `commands`, or `import` a finished run"""
+    action: tyro.conf.Positional[Literal["run", "report", "commands", "import", "export"]]
+    """`run` what has not finished, `report` from what has, print the `commands`, `import` a finished run, or
+    `export` the runs of the profile as far as they are (partial exports of the runs in progress)"""
     profile: Literal["quick", "full", "full-cpu"] = "quick"
     """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark
     (a cluster's job); `full-cpu`: Breakout and Pong to 10M steps, seed 1, on this machine in parts"""
@@ -103,8 +121,8 @@ class Args:
     """where the runs write their logs and checkpoints"""
     results_dir: str = "docs/results"
     """where finished runs are exported (committed) and the report's PNGs go"""
-    report_path: str = "docs/results.md"
-    """the report"""
+    report_path: str = ""
+    """the report (default: docs/results.md; for the full-cpu profile docs/results_10m.md)"""
     only: list[str] = field(default_factory=list)
     """`run`: only these configs (e.g. `--only sync ale`), to run the benchmark in parts"""
     checkpoint_interval: int = 25
@@ -119,6 +137,8 @@ class Args:
     """`import`: the command that made it, as it was typed"""
     length_unit: str = "frames"
     """`import`: the unit of its logged episodic_length (runs before the frames unit logged agent steps)"""
+    checkout: str = "."
+    """`export`: the folder the runs' command ran from (a git checkout: its commit goes in the export)"""
 
 
 @dataclass
@@ -165,23 +185,34 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores"
 
 
-def export(run_dir: str, base: str, meta: dict) -> None:
-    """The run's episodes to ``base.csv`` and what made them to ``base.json``."""
-    returns = plot.load_run(run_dir, "charts/episodic_return")
-    lengths = plot.load_run(run_dir, "charts/episodic_length")
-    sps = plot.load_run(run_dir, "charts/SPS")
-    if any(isinstance(curve, str) for curve in (returns, lengths, sps)):
-        fail(f"{run_dir} logged no finished game: nothing to export")
+def load_episodes(run_dir: str) -> tuple[plot.RunCurve, plot.RunCurve, plot.RunCurve] | None:
+    """The run's game returns, game lengths and SPS (one point per iteration); None before its first game."""
+    curves = tuple(plot.load_run(run_dir, tag) for tag in
+                   ("charts/episodic_return", "charts/episodic_length", "charts/SPS"))
+    return None if any(isinstance(curve, str) for curve in curves) else curves
+
+
+def write_export(base: str, returns: plot.RunCurve, lengths: plot.RunCurve, seconds: np.ndarray, meta: dict) -> None:
+    """The games to ``base.csv`` (step, wall seconds, return, length) and ``meta`` to ``base.json``."""
     os.makedirs(os.path.dirname(base), exist_ok=True)
     with open(base + ".csv", "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["step", "wall_seconds", "return", "length"])
-        for row in zip(returns.steps, returns.times, returns.values, lengths.values):
+        for row in zip(returns.steps, seconds, returns.values, lengths.values):
             out.writerow([int(row[0]), f"{row[1]:.1f}", f"{row[2]:g}", int(row[3])])
-    meta = {**meta, "steps": int(sps.steps[-1]), "wall_seconds": round(sps.runtime, 1),
-            "sps": round(sps.steps[-1] / max(sps.runtime, 1e-9), 1), "episodes": len(returns.values)}
     with open(base + ".json", "w") as f:
         json.dump(meta, f, indent=1)
+
+
+def export(run_dir: str, base: str, meta: dict) -> None:
+    """The run's episodes to ``base.csv`` and what made them to ``base.json``."""
+    curves = load_episodes(run_dir)
+    if curves is None:
+        fail(f"{run_dir} logged no finished game: nothing to export")
+    returns, lengths, sps = curves
+    meta = {**meta, "steps": int(sps.steps[-1]), "wall_seconds": round(sps.runtime, 1),
+            "sps": round(sps.steps[-1] / max(sps.runtime, 1e-9), 1), "episodes": len(returns.values)}
+    write_export(base, returns, lengths, returns.times, meta)
     print(f"exported {run_dir} -> {base}.csv ({len(returns.values)} games)", flush=True)
 
 
@@ -237,6 +268,144 @@ def run(args: Args) -> int:
     return 0
 
 
+def utc(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def part_starts(run_dir: str) -> list[float]:
+    """When each part of a run started (unix seconds): every start of the script writes an event file of its own,
+    which opens with an event at that time (the first file's is the time the run's curves count from)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    starts = []
+    for name in sorted(os.listdir(run_dir)):
+        if name.startswith("events.out.tfevents."):
+            first = next(iter(EventFileLoader(os.path.join(run_dir, name)).Load()), None)
+            if first is not None:
+                starts.append(first.wall_time)
+    return sorted(starts)
+
+
+def training_seconds(sps: plot.RunCurve, starts: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(when each part started, the pause before it), in seconds since the run started: a pause runs from the last
+    iteration logged before the part to the part's start (hours or days between sessions)."""
+    bounds = np.array(starts, dtype=np.float64) - starts[0]
+    pauses = np.zeros(len(bounds))
+    for k, bound in enumerate(bounds[1:], 1):
+        before = sps.times[sps.times < bound]
+        pauses[k] = max(bound - before[-1], 0.0) if len(before) else 0.0
+    return bounds, pauses
+
+
+def without_pauses(times: np.ndarray, bounds: np.ndarray, pauses: np.ndarray) -> np.ndarray:
+    """Seconds since the run started less the pauses between its parts."""
+    return times - np.cumsum(pauses)[np.maximum(np.searchsorted(bounds, times, side="right") - 1, 0)]
+
+
+def segment_stats(sps: plot.RunCurve, bounds: np.ndarray) -> tuple[list[dict], float]:
+    """What each part did, from its iterations (first and last step, training seconds, SPS), and the run's top speed:
+    its fastest stretch of `STRETCH` iterations inside one part (SPS)."""
+    edges = [*bounds, float("inf")]
+    stats, top, done = [], 0.0, 0
+    for k in range(len(bounds)):
+        inside = (sps.times >= edges[k]) & (sps.times < edges[k + 1])
+        steps, times = sps.steps[inside], sps.times[inside]
+        if not len(steps):
+            stats.append({"steps_from": done, "steps_to": done, "training_seconds": 0.0, "sps": None})
+            continue
+        seconds = float(times[-1] - bounds[k])
+        stats.append({"steps_from": done, "steps_to": int(steps[-1]), "training_seconds": round(seconds, 1),
+                      "sps": round((steps[-1] - done) / max(seconds, 1e-9), 1)})
+        done = int(steps[-1])
+        n = min(STRETCH, len(steps) - 1)
+        if n > 0:
+            top = max(top, float(np.max((steps[n:] - steps[:-n]) / np.maximum(times[n:] - times[:-n], 1e-9))))
+    return stats, top
+
+
+def parts_of(run_dir: str, starts: list[float], stats: list[dict], last_event: float) -> list[dict]:
+    """The run's parts in order: each line `run` logged in the run's parts.jsonl (started, ended, seconds, resumed,
+    machine, returncode) with what its iterations did; a part that logged no line (the one running now, or one
+    started by hand) from its event file alone."""
+    path = os.path.join(run_dir, "parts.jsonl")
+    logged = []
+    if os.path.exists(path):
+        with open(path) as f:
+            logged = [{**json.loads(line), "logged": True} for line in f if line.strip()]
+    when = lambda iso: datetime.datetime.fromisoformat(iso).timestamp()  # noqa: E731
+    unmatched = []
+    for k, (start, stat) in enumerate(zip(starts, stats)):
+        part = next((p for p in logged if when(p["started"]) - 2 <= start <= when(p["ended"]) + 2), None)
+        if part is not None:
+            part.update(stat)
+        else:
+            unmatched.append({"started": utc(start), "ended": None, "seconds": None, "resumed": k > 0,
+                              "machine": machine(), "returncode": None, "logged": False,
+                              "running": bool(k == len(starts) - 1 and time.time() - last_event < 600), **stat})
+    return sorted(logged + unmatched, key=lambda p: when(p["started"]))
+
+
+def checkout_commit(folder: str) -> tuple[str, bool]:
+    """The commit a checkout is at, and whether its tracked files differ from it (read only: no index refresh)."""
+    try:
+        head = subprocess.run(["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        changes = subprocess.run(["git", "--no-optional-locks", "-C", folder, "status", "--porcelain",
+                                  "--untracked-files=no"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        fail(f"--checkout {folder} is not a git checkout: pass the folder the runs' command ran from")
+    return head, bool(changes.strip())
+
+
+def export_runs(args: Args) -> int:
+    """Every planned run with a run folder, as far as it is: ``.partial`` files until it has reached its last step,
+    then the plain ones (which supersede the partial ones)."""
+    commit, modified = checkout_commit(args.checkout)
+    written = 0
+    for p in plan(args):
+        run_dir = os.path.join(args.runs_dir, p.run_name)
+        if not os.path.isdir(run_dir):
+            print(f"{p.run_name}: no run folder in {args.runs_dir}", flush=True)
+            continue
+        curves = load_episodes(run_dir)
+        if curves is None:
+            print(f"{p.run_name}: no finished game yet, nothing to export", flush=True)
+            continue
+        returns, lengths, sps = curves
+        starts = part_starts(run_dir)
+        bounds, pauses = training_seconds(sps, starts)
+        seconds = without_pauses(sps.times[-1:], bounds, pauses)[0]
+        stats, top = segment_stats(sps, bounds)
+        parts = parts_of(run_dir, starts, stats, starts[0] + sps.times[-1])
+        steps = int(max(sps.steps[-1], returns.steps[-1]))  # games of the iteration under way count too
+        complete = steps + int(sps.hyperparameters.get("batch_size", 1024)) > p.total_timesteps
+        meta = {"config": p.config.name, "seed": p.seed, "env_id": p.env_id,
+                # as `run` starts it from the repository root (the runs folder as by default)
+                "command": shlex.join(p.command(Args("run", profile=args.profile), False)),
+                "machine": ", ".join(dict.fromkeys(part["machine"] for part in parts)) or machine(),
+                "length_unit": "frames", "commit": commit, "commit_modified": modified,
+                "total_timesteps": p.total_timesteps, "steps": steps, "complete": complete,
+                "wall_seconds": round(float(seconds), 1), "elapsed_seconds": round(float(sps.times[-1]), 1),
+                "sps": round(steps / max(float(seconds), 1e-9), 1), "top_sps": round(top, 1),
+                "episodes": len(returns.values), "resumes": max(len(parts) - 1, 0), "parts": parts,
+                "exported": utc(time.time())}
+        base = p.export_base(args)
+        if complete:
+            meta["finished"] = utc(starts[0] + sps.times[-1])
+            for ext in (".partial.csv", ".partial.json"):
+                if os.path.exists(base + ext):
+                    os.remove(base + ext)
+        else:
+            base += ".partial"
+        write_export(base, returns, lengths, without_pauses(returns.times, bounds, pauses), meta)
+        print(f"exported {run_dir} -> {base}.csv ({len(returns.values)} games, {steps:,} steps, "
+              f"{'finished' if complete else 'in progress'}, {len(parts)} part(s))", flush=True)
+        written += 1
+    if not written:
+        fail(f"no run of the {args.profile} profile with a finished game in {args.runs_dir}: nothing to export")
+    return 0
+
+
 @dataclass
 class Finished:
     config: str
@@ -246,20 +415,29 @@ class Finished:
     steps: np.ndarray
     times: np.ndarray
     returns: np.ndarray
+    partial: bool = False  # a run in progress, exported so far
 
 
-def load_finished(args: Args) -> list[Finished]:
+def load_exports(args: Args) -> list[Finished]:
+    """The profile's exports: the finished runs, and the partial exports of runs that have not finished."""
     folder = os.path.join(args.results_dir, args.profile)
     runs = []
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if not name.endswith(".json"):
             continue
+        partial = name.endswith(".partial.json")
+        if partial and os.path.exists(os.path.join(folder, name[:-len(".partial.json")] + ".json")):
+            continue  # superseded by the finished export
         with open(os.path.join(folder, name)) as f:
             meta = json.load(f)
         data = np.loadtxt(os.path.join(folder, name[:-5] + ".csv"), delimiter=",", skiprows=1, ndmin=2)
         runs.append(Finished(meta["config"], meta["seed"], meta.get("env_id", ENV_ID), meta,
-                             data[:, 0], data[:, 1], data[:, 2]))
+                             data[:, 0], data[:, 1], data[:, 2], partial))
     return runs
+
+
+def load_finished(args: Args) -> list[Finished]:
+    return [r for r in load_exports(args) if not r.partial]
 
 
 def window_means(run: Finished, total: int) -> list[float]:
@@ -311,6 +489,10 @@ def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]
 
 
 def report(args: Args) -> int:
+    if not args.report_path:
+        args.report_path = "docs/results_10m.md" if args.profile == "full-cpu" else "docs/results.md"
+    if args.profile == "full-cpu":
+        return report_long(args)
     finished = load_finished(args)
     if not finished:
         fail(f"no finished run in {os.path.join(args.results_dir, args.profile)}: run `python -m "
@@ -356,7 +538,6 @@ def report(args: Args) -> int:
     fig.savefig(figure, dpi=110)
     plt.close(fig)
 
-    section = open(args.report_path).read() if os.path.exists(args.report_path) else ""
     generated = "\n".join([
         GENERATED_START,
         f"Profile `{args.profile}`: {ENV_ID}, {total:,} steps per run, CleanRL's hyperparameters (8 envs x 128 "
@@ -392,15 +573,319 @@ def report(args: Args) -> int:
         "Not finished yet: " + (", ".join(missing) if missing else "none") + ".",
         GENERATED_END,
     ])
+    write_generated(args.report_path, "Learning results", generated)
+    print(f"wrote {args.report_path} and {figure}")
+    print(table)
+    return 0
+
+
+def write_generated(path: str, title: str, generated: str) -> None:
+    """The generated part of a report into its page: between the markers where the page has them, so that what a
+    person wrote around them stays; a new page otherwise."""
+    section = open(path).read() if os.path.exists(path) else ""
     if GENERATED_START in section and GENERATED_END in section:
         head, rest = section.split(GENERATED_START, 1)
         section = head + generated + rest.split(GENERATED_END, 1)[1]
     else:
-        section = f"# Learning results\n\n{generated}\n"
-    with open(args.report_path, "w") as f:
+        section = f"# {title}\n\n{generated}\n"
+    with open(path, "w") as f:
         f.write(section)
+
+
+@dataclass
+class WindowCheck:
+    """One 1M-step window of a run, judged by the second half of the full-length rule (see `long_verdict`)."""
+
+    lo: int
+    hi: int  # the window's end, or the run's last step inside it
+    games: int
+    mean: float
+    se: float  # standard error of the mean
+    best: float | None = None  # the best earlier window's mean
+    tolerance: float | None = None
+    ok: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"{self.lo / 1e6:g}-{(self.lo + LONG_WINDOW) / 1e6:g}M"
+
+
+def level_interval(env_id: str) -> tuple[float, float]:
+    """The first half of the rule: CleanRL's published mean ± 2 standard deviations of its seeds."""
+    mean, std = CLEANRL_10M[env_id]
+    return mean - 2 * std, mean + 2 * std
+
+
+def window_checks(r: Finished, total: int) -> list[WindowCheck]:
+    """Each 1M-step window the run has reached: its games' mean return, not below the best earlier window's mean by
+    more than the noise, the larger of 2 standard errors of the difference of the two means and 2 of CleanRL's
+    seed-to-seed standard deviations; a window in which no game ended fails."""
+    spread = CLEANRL_10M.get(r.env_id, (0.0, 0.0))[1]
+    reached = int(r.meta["steps"])
+    checks: list[WindowCheck] = []
+    best: WindowCheck | None = None
+    for lo in range(0, min(reached, total), LONG_WINDOW):
+        games = r.returns[(r.steps > lo) & (r.steps <= lo + LONG_WINDOW)]
+        check = WindowCheck(lo, min(lo + LONG_WINDOW, reached), len(games),
+                            float(games.mean()) if len(games) else float("nan"),
+                            float(games.std(ddof=1) / np.sqrt(len(games))) if len(games) > 1 else 0.0,
+                            ok=len(games) > 0)
+        if best is not None and len(games):
+            check.best = best.mean
+            check.tolerance = float(max(2 * np.hypot(check.se, best.se), 2 * spread))
+            check.ok = check.mean >= best.mean - check.tolerance
+        if len(games) and (best is None or check.mean > best.mean):
+            best = check
+        checks.append(check)
+    return checks
+
+
+def last_games(r: Finished) -> np.ndarray:
+    return r.returns[-LAST_GAMES:]
+
+
+def long_verdict(r: Finished, total: int) -> str:
+    """The full-length rule, as the report states it: a run that has not reached its last step is not finished; a
+    finished one passes when the mean of its last 100 games is inside CleanRL's mean ± 2 standard deviations and
+    no 1M-step window fell below the best earlier one by more than the noise (`window_checks`)."""
+    steps = int(r.meta["steps"])
+    if r.partial or not r.meta.get("complete", True):
+        return f"not finished ({steps:,} steps)"
+    if r.env_id not in CLEANRL_10M:
+        return f"no published CleanRL figure for {r.env_id} to judge by"
+    lo, hi = level_interval(r.env_id)
+    last = float(last_games(r).mean())
+    failed = [] if lo <= last <= hi else [f"the mean of the last {LAST_GAMES} games, {last:.2f}, is outside "
+                                          f"{lo:.2f}..{hi:.2f}"]
+    for c in window_checks(r, total):
+        if not c.ok:
+            failed.append(f"window {c.label}: " + (f"mean {c.mean:.2f}, below the best earlier window's "
+                                                    f"{c.best:.2f} by more than {c.tolerance:.2f}"
+                                                    if c.games else "no game ended in it"))
+    if failed:
+        return "FAIL: " + "; ".join(failed)
+    return (f"PASS: the mean of the last {LAST_GAMES} games, {last:.2f}, is inside {lo:.2f}..{hi:.2f}, and no 1M-step "
+            f"window fell below the best earlier one by more than the noise")
+
+
+def first_reach(r: Finished, level: float) -> tuple[float, float] | None:
+    """(step, wall seconds) of the first game at which the mean of the last `TRAILING` games is at least `level`."""
+    if len(r.returns) < TRAILING:
+        return None
+    hit = np.flatnonzero(plot.trailing_mean(r.returns, TRAILING)[TRAILING - 1:] >= level)
+    return (r.steps[hit[0] + TRAILING - 1], r.times[hit[0] + TRAILING - 1]) if len(hit) else None
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h"
+
+
+def state_of(r: Finished) -> str:
+    return f"partial: {int(r.meta['steps']):,} steps" if r.partial else "finished"
+
+
+def draw_long(runs: list[Finished], path: str) -> None:
+    """plot.py's panels per game (return vs steps, vs wall hours), each titled with how far its run is, with
+    CleanRL's 10M-step band where it does not squash the curve."""
+    plt = plot.import_pyplot()
+    from matplotlib.ticker import EngFormatter
+
+    groups = {(r.env_id, f"{r.config}, seed {r.seed}"): [plot.RunCurve(
+        r.env_id, r.config, r.seed, "", r.steps, r.returns, r.times / 3600, r.meta["wall_seconds"] / 3600)]
+        for r in runs}
+    fig = plot.draw(groups, plot.Args(smoothing_window=TRAILING), plt)
+    by_env = {r.env_id: r for r in runs}
+    for ax in fig.axes:
+        r = by_env.get(ax.get_title())
+        if r is None or not ax.get_visible():
+            continue
+        if ax.get_xlabel() == "global step":
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 200k, 1M: no run-together labels
+        else:
+            ax.set_xlabel("wall-clock hours (pauses between parts left out)")
+        ax.set_title(f"{r.env_id} ({state_of(r)})")
+        curve = plot.trailing_mean(r.returns, TRAILING)
+        if r.env_id in CLEANRL_10M:
+            lo, hi = level_interval(r.env_id)
+            if hi - curve.min() <= 3 * max(curve.max() - curve.min(), 1e-9):
+                ax.axhspan(lo, hi, color="0.5", alpha=0.25, label="CleanRL 10M: mean ± 2 std")
+                ax.legend(loc="lower right", fontsize=8)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def long_game_section(r: Finished, total: int) -> list[str]:
+    """A game's part of the full-length report: its windows, its last games against CleanRL, its times."""
+    checks = window_checks(r, total)
+    rows = ["| window | games | mean ± std error | best earlier window | tolerance | check |", "|---|---|---|---|---|---|"]
+    for c in checks:
+        label = c.label if c.hi - c.lo == LONG_WINDOW else f"{c.label} (to {c.hi:,} so far)"
+        mean = f"{c.mean:.2f} ± {c.se:.2f}" if c.games > 1 else f"{c.mean:.2f}" if c.games else "no game ended"
+        best = f"{c.best:.2f}" if c.best is not None else "—"
+        tolerance = f"{c.tolerance:.2f}" if c.tolerance is not None else "—"
+        check = ("first window" if c.best is None and c.games else "ok" if c.ok else "**below**")
+        rows.append(f"| {label} | {c.games} | {mean} | {best} | {tolerance} | {check} |")
+    last = last_games(r)
+    first_step = int(r.steps[-len(last)])
+    if r.env_id in CLEANRL_10M:
+        mean, std = CLEANRL_10M[r.env_id]
+        lo, hi = level_interval(r.env_id)
+        inside = "inside" if lo <= last.mean() <= hi else "outside"
+        level = (f"CleanRL's {mean:.2f} ± {std:.2f} (3 seeds): {inside} the rule's {lo:.2f}..{hi:.2f}"
+                 + (" (the run has not finished: for orientation only)" if r.partial else ""))
+    else:
+        level = "no published CleanRL figure"
+    times = ["| return | first step | wall hours |", "|---|---|---|"]
+    for value in MILESTONES.get(r.env_id, ()):
+        hit = first_reach(r, value)
+        best = plot.trailing_mean(r.returns, TRAILING)[TRAILING - 1:].max(initial=-np.inf)
+        times.append(f"| {value:g} | {int(hit[0]):,} | {hours(hit[1])} |" if hit else
+                     f"| {value:g} | not reached {'yet ' if r.partial else ''}(best mean of {TRAILING} games: "
+                     f"{best:.2f}) | — |")
+    steps, seconds = int(r.meta["steps"]), float(r.meta["wall_seconds"])
+    pace = f"{hours(seconds)} for {steps:,} steps ({r.meta['sps']:.0f} SPS)"
+    if r.partial and steps:
+        pace += (f"; at that pace all {total:,} steps take about {hours(total / steps * seconds)}"
+                 + (f", at its fastest stretch ({r.meta['top_sps']:.0f} SPS) {hours(total / r.meta['top_sps'])}"
+                    if r.meta.get("top_sps") else ""))
+    return [
+        f"### {r.env_id}: {long_verdict(r, total)}",
+        "",
+        "Mean full-game return (raw score, unclipped) of the games that ended in each 1M-step window, with the "
+        "rule's check against the best earlier window:",
+        "",
+        *rows,
+        "",
+        f"Last {len(last)} games (steps {first_step:,} to {int(r.steps[-1]):,}): mean {last.mean():.2f} ± "
+        f"{last.std(ddof=1) / np.sqrt(len(last)) if len(last) > 1 else 0.0:.2f} (standard error), against {level}.",
+        "",
+        f"Time to a return (the first game at which the mean of the last {TRAILING} games reaches it):",
+        "",
+        *times,
+        "",
+        f"Wall time: CleanRL's own `ppo_atari.py` took {CLEANRL_10M_MINUTES} minutes "
+        f"({hours(CLEANRL_10M_MINUTES * 60)}) for all 10M steps on 1 GPU and 10 CPUs; this run: {pace}.",
+        "",
+    ]
+
+
+def report_long(args: Args) -> int:
+    """The full-cpu profile's page: the rule first, then per game the curves, windows, final return against CleanRL,
+    times to a return, and the runs with their parts."""
+    runs = load_exports(args)
+    folder = os.path.join(args.results_dir, args.profile)
+    if not runs:
+        fail(f"no export in {folder}: run `python -m cleanrl_utils.learning export --profile {args.profile}` first")
+    profile = PROFILES[args.profile]
+    total = profile["total_timesteps"]
+    order = {env_id: i for i, env_id in enumerate(profile["env_ids"])}
+    runs.sort(key=lambda r: (order.get(r.env_id, 99), r.config, r.seed))
+    figure = os.path.join(args.results_dir, f"{args.profile}_curves.png")
+    draw_long(runs, figure)
+    planned = plan(Args("run", profile=args.profile))
+    exported = {(r.env_id, r.config, r.seed): r for r in runs}
+
+    status = ["| game | run | export | steps reached | verdict |", "|---|---|---|---|---|"]
+    for p in planned:
+        r = exported.get((p.env_id, p.config.name, p.seed))
+        base = p.export_base(Args("run", profile=args.profile, results_dir=args.results_dir))
+        status.append(f"| {p.env_id} | {p.config.name}, seed {p.seed} | " + (
+            f"`{base}{'.partial' if r.partial else ''}.csv` | {int(r.meta['steps']):,} of {total:,} "
+            f"({int(r.meta['steps']) / total:.1%}) | {long_verdict(r, total)} |" if r else
+            "none yet | 0 | not started |"))
+    bounds = "; ".join(f"{env_id} {level_interval(env_id)[0]:.2f}..{level_interval(env_id)[1]:.2f}"
+                       for env_id in profile["env_ids"] if env_id in CLEANRL_10M)
+    spreads = ", ".join(f"{env_id} {2 * CLEANRL_10M[env_id][1]:.2f}" for env_id in profile["env_ids"]
+                        if env_id in CLEANRL_10M)
+
+    runs_table = ["| game | steps | wall hours | SPS | games | resumes | started from commit | machine | command |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+    parts_table = ["| game | part | started (UTC) | training hours | steps | SPS | share of the top speed | |",
+                   "|---|---|---|---|---|---|---|---|"]
+    shared = []
+    for r in runs:
+        m = r.meta
+        commit = m.get("commit", "not recorded")[:7] + (" (with uncommitted changes)" if m.get("commit_modified")
+                                                        else "")
+        runs_table.append(f"| {r.env_id} | {int(m['steps']):,} | {hours(m['wall_seconds'])} | {m['sps']:.0f} | "
+                          f"{m['episodes']} | {m.get('resumes', 'not recorded')} | {commit} | {m['machine']} | "
+                          f"`{m['command']}` |")
+        top = m.get("top_sps") or 0.0
+        for k, part in enumerate(m.get("parts", []), 1):
+            share = part["sps"] / top if part.get("sps") and top else None
+            notes = (["shared"] if share is not None and share < SHARED_BELOW else []) + \
+                (["running when exported"] if part.get("running") else []) + \
+                (["not logged in parts.jsonl"] if not part.get("logged") and not part.get("running") else [])
+            if "shared" in notes:
+                shared.append(f"{r.env_id} part {k}")
+            speed = f"{part['sps']:.0f} | {share:.0%}" if share is not None else "— | —"
+            parts_table.append(
+                f"| {r.env_id} | {k} | {part['started'].replace('+00:00', '')} | "
+                f"{hours(part.get('training_seconds') or 0.0)} | "
+                f"{part.get('steps_from', 0):,} to {part.get('steps_to', 0):,} | {speed} | {', '.join(notes)} |")
+    shared_note = (
+        f"Parts run at less than {SHARED_BELOW:.0%} of their run's top speed (its fastest stretch of {STRETCH} "
+        "iterations) are marked *shared*: the machine was busy with other work during them. A run's work per step "
+        "does not change along the run (the same network, batch and game), so a slower part is a busier machine, "
+        "and the wall hours of a run with shared parts overstate what the machine needs alone. "
+        + (f"Shared so far: {', '.join(shared)}." if shared else "No part so far was shared."))
+
+    generated = "\n".join([
+        GENERATED_START,
+        f"Profile `{args.profile}`: CleanRL's Atari benchmark at full length on one CPU machine: "
+        f"{' and '.join(profile['env_ids'])}, {total:,} steps each, seed 1, `ppo_atari.py --vector-env envpool` "
+        "with CleanRL's hyperparameters (8 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). A run "
+        "takes many hours here, so it runs in parts (`python -m cleanrl_utils.learning run --profile full-cpu "
+        "--max-hours 2`), each resuming the last part's checkpoint. `python -m cleanrl_utils.learning export "
+        "--profile full-cpu --runs-dir RUNS --checkout CODE` exports the runs as far as they are (a run short of "
+        "its last step as a `.partial` export, labelled here with the steps it reached), and `python -m "
+        f"cleanrl_utils.learning report --profile full-cpu` rebuilds this page from the exports in `{folder}/`.",
+        "",
+        "### The verdict rule",
+        "",
+        "Stated before the results, and applied as stated (`long_verdict` in `cleanrl_utils/learning.py`):",
+        "",
+        "- A run that has not reached its last step is **not finished (N steps)**, whatever its curve: never a pass.",
+        "- A finished run **PASSES** when both of these hold, and **FAILS** otherwise:",
+        f"  1. *Level*: the mean full-game return of its last {LAST_GAMES} games is inside CleanRL's published mean "
+        f"± 2 standard deviations of its 3 seeds: {bounds}.",
+        "  2. *No collapse*: in every 1M-step window, the mean return of the games that ended in it is not below "
+        "the best earlier window's mean by more than the noise: 2 standard errors of the difference of the two "
+        "means (from the spread of the games in each), or 2 of CleanRL's seed-to-seed standard deviations "
+        f"({spreads}) where that is larger, as late in a run the windows' means move by more than their games' "
+        "sampling noise while the policy keeps changing. A window in which no game ended fails.",
+        "",
+        "A run stalled at a low return fails the level; one that learnt and then fell apart fails the level or, "
+        "if it recovered, the windows.",
+        "",
+        "### Where the runs are",
+        "",
+        *status,
+        "",
+        f"![return vs steps and vs wall hours]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
+        "",
+        f"Curves: trailing mean of {TRAILING} games. Wall hours count the parts' training time, not the pauses "
+        "between parts. The grey band, once the curve comes near enough for it to fit: CleanRL's 10M-step mean ± 2 "
+        "standard deviations.",
+        "",
+        *[line for r in runs for line in long_game_section(r, total)],
+        "### Runs and their parts",
+        "",
+        *runs_table,
+        "",
+        "Wall hours: the parts' training time, pauses between parts left out. Resumes: parts after the first. "
+        "Command: as `run` starts it from the repository root with the default runs folder.",
+        "",
+        *parts_table,
+        "",
+        shared_note,
+        GENERATED_END,
+    ])
+    title = f"CleanRL's benchmark at full length on a CPU: {' and '.join(profile['env_ids'])}, 10M steps"
+    write_generated(args.report_path, title, generated)
     print(f"wrote {args.report_path} and {figure}")
-    print(table)
+    for line in status[2:]:
+        print(line)
     return 0
 
 
@@ -414,6 +899,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     if args.action == "report":
         return report(args)
+    if args.action == "export":
+        return export_runs(args)
     if args.action == "commands":
         for p in plan(args):
             print(shlex.join(p.command(args, False)))

@@ -161,3 +161,213 @@ def test_a_stopped_benchmark_resumes_its_cut_run_and_exports_it(tmp_path):
     # a third start finds it finished and runs nothing
     third = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert third.returncode == 0 and "finished" in third.stdout and "starting" not in third.stdout
+
+
+# ---------------------------------------------------------------- the full-length profile (full-cpu)
+
+BREAKOUT, PONG = "BreakoutNoFrameskip-v4", "PongNoFrameskip-v4"
+LAST_STEP = 9_999_360  # 10M steps in whole batches of 1,024
+
+
+def long_curve(shape: str, game: str = BREAKOUT, end: int = LAST_STEP) -> tuple[np.ndarray, np.ndarray]:
+    """A game ending every 2,560 steps up to `end`, its return drawn around a curve of the given shape."""
+    steps = np.arange(2560, end + 1, 2560)
+    rng = np.random.default_rng(0)
+    x = steps / 10_000_000
+    if game == PONG:  # -21 to about 20.5; a game's score varies by about 1 late in a run
+        level = -21 + 41.5 * (1 - np.exp(-6 * x))
+        return steps, np.clip(level + rng.normal(0, 1, len(x)), -21, 21).round()
+    level = {"good": 420 * (1 - np.exp(-5 * x)),  # CleanRL's shape: climbing, flattening out near 420
+             "stalled": np.full(len(x), 2.0),
+             "collapsing": np.where(x < 0.5, 840 * x, 420 - 1500 * (x - 0.5)).clip(5),
+             "dip": np.where((x > 0.6) & (x <= 0.7), 200, 420 * (1 - np.exp(-5 * x)))}[shape]
+    return steps, np.maximum(level + rng.normal(0, 0.2 * level + 1), 0).round()
+
+
+def write_long_export(folder, steps, returns, game: str = BREAKOUT, partial: bool = False) -> str:
+    """An export as `export` writes it: the finished plain files, or the `.partial` ones of a run in progress."""
+    os.makedirs(folder, exist_ok=True)
+    base = os.path.join(folder, ("" if game == BREAKOUT else game.split("NoFrameskip")[0] + "_") + "envpool__1"
+                        + (".partial" if partial else ""))
+    seconds = steps / 300.0  # 300 SPS
+    with open(base + ".csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["step", "wall_seconds", "return", "length"])
+        out.writerows([int(s), f"{t:.1f}", r, 4000] for s, t, r in zip(steps, seconds, returns))
+    parts = [{"started": "2026-12-05T00:00:00+00:00", "ended": "2026-12-05T02:00:00+00:00", "seconds": 7200.0,
+              "resumed": False, "machine": "test cpu, 2 cores", "returncode": 0, "logged": True,
+              "steps_from": 0, "steps_to": int(steps[-1]) // 2, "training_seconds": 7190.0, "sps": 300.0},
+             {"started": "2026-12-06T00:00:00+00:00", "ended": None, "seconds": None, "resumed": True,
+              "machine": "test cpu, 2 cores", "returncode": None, "logged": False, "running": partial,
+              "steps_from": int(steps[-1]) // 2, "steps_to": int(steps[-1]), "training_seconds": 7190.0,
+              "sps": 150.0}]
+    with open(base + ".json", "w") as f:
+        json.dump({"config": "envpool", "seed": 1, "env_id": game, "command": "python cleanrl/ppo_atari.py",
+                   "machine": "test cpu, 2 cores", "length_unit": "frames", "commit": "0123456789abcdef" * 2 + "01234567",
+                   "commit_modified": False, "total_timesteps": 10_000_000, "steps": int(steps[-1]),
+                   "complete": not partial, "wall_seconds": float(seconds[-1]), "elapsed_seconds": 90_000.0,
+                   "sps": 300.0, "top_sps": 310.0, "episodes": len(steps), "resumes": 1, "parts": parts,
+                   "exported": "2026-12-06T02:00:00+00:00"}, f)
+    return base
+
+
+def long_args(tmp_path, *extra: str):
+    import tyro
+
+    return tyro.cli(learning.Args, args=["report", "--profile", "full-cpu", "--results-dir", str(tmp_path / "results"),
+                                          "--report-path", str(tmp_path / "results_10m.md"), *extra])
+
+
+def verdict_of(tmp_path, shape: str, game: str = BREAKOUT, end: int = LAST_STEP, partial: bool = False) -> str:
+    write_long_export(tmp_path / "results" / "full-cpu", *long_curve(shape, game, end), game=game, partial=partial)
+    (run,) = learning.load_exports(long_args(tmp_path))
+    return learning.long_verdict(run, 10_000_000)
+
+
+def test_full_length_rule_passes_a_good_curve_and_fails_a_stalled_or_collapsing_one(tmp_path):
+    assert verdict_of(tmp_path / "good", "good").startswith("PASS: the mean of the last 100 games, 4")
+    assert verdict_of(tmp_path / "pong", "good", PONG).startswith("PASS")
+    stalled = verdict_of(tmp_path / "stalled", "stalled")
+    assert stalled.startswith("FAIL: the mean of the last 100 games, 2.") and "outside 358.48..470.84" in stalled
+    assert "window" not in stalled  # flat is not a fall: only the level fails
+    collapsing = verdict_of(tmp_path / "collapsing", "collapsing")
+    assert collapsing.startswith("FAIL: the mean of the last 100 games") and "window 6-7M: mean" in collapsing
+    # fell apart and recovered: the level passes, the windows do not
+    dip = verdict_of(tmp_path / "dip", "dip")
+    assert dip.startswith("FAIL: window 6-7M: mean 19") and "below the best earlier window's" in dip
+    assert "window 7-8M" not in dip
+    # a run short of its last step is never judged, however good its curve
+    assert verdict_of(tmp_path / "partial", "good", end=3_000_320, partial=True) == "not finished (3,000,320 steps)"
+    assert verdict_of(tmp_path / "cut", "good", end=LAST_STEP - 1024, partial=True).startswith("not finished")
+
+
+def test_window_checks_use_the_larger_of_the_games_noise_and_cleanrls_spread(tmp_path):
+    write_long_export(tmp_path / "results" / "full-cpu", *long_curve("good"))
+    (run,) = learning.load_exports(long_args(tmp_path))
+    checks = learning.window_checks(run, 10_000_000)
+    assert [c.label for c in checks] == [f"{k}-{k + 1}M" for k in range(10)]
+    assert checks[0].best is None and checks[0].ok
+    late = checks[-1]
+    assert late.best == max(c.mean for c in checks[:-1])
+    assert late.tolerance == pytest.approx(max(2 * np.hypot(late.se, checks[-2].se), 2 * 28.09))
+    games = run.returns[(run.steps > 9_000_000) & (run.steps <= 10_000_000)]
+    assert late.games == len(games) and late.se == pytest.approx(games.std(ddof=1) / np.sqrt(len(games)))
+
+
+def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "results" / "full-cpu"
+    write_long_export(folder, *long_curve("good"))
+    write_long_export(folder, *long_curve("good", PONG, end=1_500_160), game=PONG, partial=True)
+    assert learning.report(long_args(tmp_path)) == 0
+    text = (tmp_path / "results_10m.md").read_text()
+    assert text.startswith("# CleanRL's benchmark at full length")
+    rule, results = text.index("### The verdict rule"), text.index("### Where the runs are")
+    assert rule < results and "358.48..470.84" in text[rule:results] and "19.96..20.76" in text[rule:results]
+    assert f"| {BREAKOUT} | envpool, seed 1 | `{folder}/envpool__1.csv` | 9,999,360 of 10,000,000 (100.0%) | PASS" in text
+    assert f"| {PONG} | envpool, seed 1 | `{folder}/Pong_envpool__1.partial.csv` | 1,500,160 of 10,000,000 (15.0%) | " \
+           "not finished (1,500,160 steps) |" in text
+    assert f"### {PONG}: not finished (1,500,160 steps)" in text
+    pong = text[text.index(f"### {PONG}:"):text.index("### Runs and their parts")]
+    assert "| 1-2M (to 1,500,160 so far) | 196 |" in pong and "2-3M" not in pong  # the windows it reached
+    assert "(the run has not finished: for orientation only)" in text
+    # times to a return: the first game at which the mean of the last 20 reaches it; Pong's 18 not yet
+    run = next(r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == BREAKOUT)
+    step, seconds = learning.first_reach(run, 100)
+    assert np.mean(run.returns[run.steps <= step][-20:]) >= 100 > np.mean(run.returns[run.steps < step][-20:])
+    assert f"| 100 | {int(step):,} | {seconds / 3600:.2f} h |" in text
+    assert "| 18 | not reached yet (best mean of 20 games: " in text
+    assert "264 minutes (4.40 h) for all 10M steps on 1 GPU and 10 CPUs" in text
+    assert "| 0123456 |" in text and "test cpu, 2 cores" in text
+    # the second part ran at half the top speed: shared
+    assert f"| {PONG} | 2 | 2026-12-06T00:00:00 | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running " \
+           "when exported |" in text
+    assert f"Shared so far: {BREAKOUT} part 2, {PONG} part 2." in text
+    assert (tmp_path / "results" / "full-cpu_curves.png").stat().st_size > 10_000
+    # a finished export supersedes its partial one; the quick report's loader never sees a partial
+    write_long_export(folder, *long_curve("good", PONG), game=PONG)
+    assert {(r.env_id, r.partial) for r in learning.load_exports(long_args(tmp_path))} == {(BREAKOUT, False),
+                                                                                         (PONG, False)}
+    os.remove(folder / "Pong_envpool__1.json")
+    assert [r.env_id for r in learning.load_finished(long_args(tmp_path))] == [BREAKOUT]
+
+
+def write_part(run_dir, start: float, iterations, purge_step: int | None = None) -> None:
+    """One part of a run as ppo_atari.py logs it, started at `start`: an event file of its own (named by and opening
+    at that time), an iteration every 2 s (SPS) and a game ending every iteration."""
+    from unittest import mock
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    with mock.patch("time.time", return_value=start):
+        writer = SummaryWriter(str(run_dir), purge_step=purge_step)
+    with writer:
+        writer.add_text("hyperparameters", "|param|value|\n|-|-|\n|batch_size|1024|", walltime=start)
+        for k, i in enumerate(iterations, 1):
+            when = start + 2 * k
+            writer.add_scalar("charts/episodic_return", float(i), i * 1024, walltime=when)
+            writer.add_scalar("charts/episodic_length", 400.0, i * 1024, walltime=when)
+            writer.add_scalar("charts/SPS", 512.0, i * 1024, walltime=when)
+
+
+def test_export_writes_a_run_in_progress_with_its_parts_and_then_the_finished_run(tmp_path):
+    import datetime
+    import subprocess
+    import time
+
+    import tyro
+
+    checkout = tmp_path / "code"
+    checkout.mkdir()
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (checkout / "f").write_text("x")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    run_dir = tmp_path / "runs" / f"{BREAKOUT}__envpool__1__0"
+    run_dir.mkdir(parents=True)
+    t0 = time.time() - 10_200  # part 2 started 10,000 s later: 200 s ago
+    write_part(run_dir, t0, range(1, 51))  # part 1: iterations 1-50; its checkpoint was at 40 (it crashed)
+    iso = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")  # noqa
+    (run_dir / "parts.jsonl").write_text(json.dumps(
+        {"started": iso(t0 - 1), "resumed": False, "machine": "test cpu, 2 cores", "ended": iso(t0 + 101),
+         "seconds": 102.0, "returncode": 1}) + "\n")
+    write_part(run_dir, t0 + 10_000, range(41, 81), purge_step=40 * 1024 + 1)  # part 2, a day later; no line yet
+
+    argv = ["export", "--profile", "full-cpu", "--runs-dir", str(tmp_path / "runs"), "--results-dir",
+            str(tmp_path / "results"), "--checkout", str(checkout)]
+    assert learning.export_runs(tyro.cli(learning.Args, args=argv)) == 0
+    base = tmp_path / "results" / "full-cpu" / "envpool__1"
+    meta = json.loads(base.with_suffix(".partial.json").read_text())
+    assert not base.with_suffix(".json").exists() and base.with_suffix(".partial.csv").exists()
+    assert meta["commit"] == head and meta["commit_modified"] is False
+    assert meta["steps"] == 80 * 1024 and meta["complete"] is False and meta["total_timesteps"] == 10_000_000
+    assert meta["episodes"] == 80 and meta["resumes"] == 1  # part 2 logged no line: its machine is this one
+    assert meta["machine"] == f"test cpu, 2 cores, {learning.machine()}"
+    assert "--runs-dir runs/learning" in meta["command"] and str(tmp_path) not in meta["command"]
+    # wall seconds leave the day between the parts out (and the 10 iterations part 2 did again)
+    assert meta["elapsed_seconds"] > 10_000 and meta["wall_seconds"] == pytest.approx(80 + 80, abs=3)
+    first, second = meta["parts"]
+    assert first["logged"] and first["returncode"] == 1 and (first["steps_from"], first["steps_to"]) == (0, 40_960)
+    assert not second["logged"] and second["resumed"] and second["ended"] is None and second["running"]
+    assert (second["steps_from"], second["steps_to"]) == (40_960, 81_920)
+    assert second["sps"] == pytest.approx(40 * 1024 / 80, rel=0.03) and meta["top_sps"] == pytest.approx(512, rel=0.01)
+    rows = np.loadtxt(base.with_suffix(".partial.csv"), delimiter=",", skiprows=1)
+    assert rows[-1, 0] == 81_920 and rows[-1, 1] == pytest.approx(160, abs=3)  # the game's time without pauses
+    assert learning.load_finished(learning.Args("report", profile="full-cpu", results_dir=str(tmp_path / "results"))) == []
+
+    write_part(run_dir, t0 + 10_150, [9765])  # the last iteration: the run is finished
+    assert learning.export_runs(tyro.cli(learning.Args, args=argv)) == 0
+    assert json.loads(base.with_suffix(".json").read_text())["complete"] is True
+    assert not base.with_suffix(".partial.json").exists() and not base.with_suffix(".partial.csv").exists()
+
+
+def test_export_without_a_run_is_a_one_line_error(tmp_path):
+    from helpers import assert_one_line_error, run_script
+
+    (tmp_path / "runs").mkdir()
+    result = run_script(["-m", "cleanrl_utils.learning", "export", "--profile", "full-cpu", "--runs-dir", "runs",
+                         "--checkout", str(tmp_path)], cwd=tmp_path, timeout=60)
+    assert_one_line_error(result, "is not a git checkout")
