@@ -38,7 +38,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils import plot
-from cleanrl_utils.checks import fail
+from cleanrl_utils.validation import fail
 
 ENV_ID = "BreakoutNoFrameskip-v4"
 WINDOW = 100_000  # steps per window of the results table (the anchors below use the same)
