@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 
 from cleanrl_utils.placement import usable_cores
-from cleanrl_utils.processes import own_group, stop_process_groups
+from cleanrl_utils.processes import TERMINATE_GRACE_S, own_group, stop_process_groups
 
 REPO = Path(__file__).resolve().parent.parent
 GPU_QUERY_TIMEOUT_S = 5.0
@@ -36,10 +36,12 @@ class Gpu:
     """as nvidia-smi writes it: GPU-xxxxxxxx-..."""
 
 
-_PROBE = (
-    "import json, torch; print(json.dumps([(torch.cuda.get_device_name(i), str(torch.cuda.get_device_properties(i)"
-    ".uuid)) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []))"
+DEVICES_EXPR = (
+    "[(torch.cuda.get_device_name(i), str(torch.cuda.get_device_properties(i).uuid)) for i in "
+    "range(torch.cuda.device_count())] if torch.cuda.is_available() else []"
 )
+"""a Python expression (torch imported): the (name, UUID) of every GPU torch sees, in CUDA's order"""
+_PROBE = f"import json, torch; print(json.dumps({DEVICES_EXPR}))"
 
 
 def _gpu_uuid(uuid: str) -> str:
@@ -57,6 +59,11 @@ def visible_gpus(timeout: float = 120.0) -> tuple[Gpu, ...]:
         found = json.loads(out.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
         return ()
+    return gpus_from(found)
+
+
+def gpus_from(found: Sequence[tuple[str, str]]) -> tuple[Gpu, ...]:
+    """The GPUs of (name, UUID) pairs in CUDA's order, as ``DEVICES_EXPR`` gives them."""
     return tuple(Gpu(index, name, _gpu_uuid(uuid)) for index, (name, uuid) in enumerate(found))
 
 
@@ -180,9 +187,12 @@ def repo_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
 
 
 def run_measured(command: list[str], cwd: str, timeout: float, interval: float = 0.5,
-                 gpus: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None) -> Measured:
+                 gpus: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None,
+                 grace: float = TERMINATE_GRACE_S, started: Optional[list[subprocess.Popen]] = None) -> Measured:
     """Run `command` with the repository on PYTHONPATH, measuring it (TreeSampler) on the GPUs `gpus` (UUIDs;
-    default: every visible one). A run past `timeout` is stopped with all its processes."""
+    default: every visible one). A run past `timeout` is stopped with all its processes, which get `grace` seconds
+    before SIGKILL. The process is appended to `started` when given (a caller that is stopped itself can then stop
+    it, wherever the stop finds this function)."""
     if gpus is None:
         gpus = [gpu.uuid for gpu in visible_gpus()]
     start = time.perf_counter()
@@ -190,14 +200,16 @@ def run_measured(command: list[str], cwd: str, timeout: float, interval: float =
     # that the load the benchmark puts alongside (its busy processes) competes with the run's threads one for one
     proc = subprocess.Popen(command, cwd=cwd, env=repo_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, **own_group())
+    if started is not None:
+        started.append(proc)
     with TreeSampler(proc.pid, interval, gpus=gpus) as tree:
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop_process_groups([proc])
+            stop_process_groups([proc], grace)
             out = proc.communicate()[0] + f"\n(stopped after {timeout:.0f} s)"
         except BaseException:  # Ctrl-C, SIGTERM: no run left behind
-            stop_process_groups([proc])
+            stop_process_groups([proc], grace)
             raise
     per_gpu = {uuid: float(np.mean(values)) for uuid, values in tree.gpu.items() if values}
     return Measured(

@@ -913,6 +913,25 @@ def network_rates_apart(args: Args, forms: Sequence[str] = ()) -> list[dict[str,
     return json.loads(lines[-1])
 
 
+def physical_bound(env_id: str, seconds: float, cores: int) -> dict[str, float]:
+    """The emulator's physical bound on `cores` cores and, where envpool is installed, the preprocessing ceiling: a
+    native pool on ONE stepping thread (16 envs per batch, which amortises the hand-over to Python better than 4),
+    nothing else running. Its share of one core's raw emulation is what survives the per-step screen work (two gray
+    grabs, max-pool, resize to 84x84, frame stack), before any cost of running threads in parallel. EnvPool's pool,
+    since the ale backend runs one thread per env (cleanrl_utils/vector_envs.py: AleVectorEnv); earlier reports
+    measured ale-py's pool on one thread. Without envpool (an optional extra) the report leaves the ceiling out."""
+    fps = emulator_frames_per_second(env_id, seconds)
+    physical = {"frames_per_second": fps, "bound": fps * cores / FRAME_SKIP}
+    ceiling = "envpool is not installed: no preprocessing ceiling"
+    if envpool_available():
+        one_thread = env_steps_per_second("envpool", env_id, 16, seconds, env_threads=1)
+        physical["preprocessed_per_thread"] = one_thread
+        ceiling = f"preprocessed, one thread: {one_thread:,.0f} steps/s"
+    print(f"physical: {fps:,.0f} frames/s on one core -> bound {physical['bound']:,.0f} steps/s; {ceiling}",
+          flush=True)
+    return physical
+
+
 def main(args: Args) -> None:
     keep_freed_memory()  # the network is timed with the allocator settings the scripts use
     if args.network_only:
@@ -929,17 +948,7 @@ def main(args: Args) -> None:
     results: dict[str, Any] = {"machine": machine(), "default_backend": default_backend()}
     print(f"machine: {results['machine']}", flush=True)
 
-    fps = emulator_frames_per_second(args.env_id, args.seconds)
-    # the preprocessing ceiling: a native pool on ONE stepping thread (16 envs per batch, which amortises the
-    # hand-over to Python better than 4), nothing else running. Its share of one core's raw emulation is what
-    # survives the per-step screen work (two gray grabs, max-pool, resize to 84x84, frame stack), before any cost
-    # of running threads in parallel. EnvPool's pool, since the ale backend runs one thread per env
-    # (cleanrl_utils/vector_envs.py: AleVectorEnv); earlier reports measured ale-py's pool on one thread.
-    one_thread = env_steps_per_second("envpool", args.env_id, 16, args.seconds, env_threads=1)
-    results["physical"] = {"frames_per_second": fps, "bound": fps * cores / FRAME_SKIP,
-                           "preprocessed_per_thread": one_thread}
-    print(f"physical: {fps:,.0f} frames/s on one core -> bound {results['physical']['bound']:,.0f} steps/s; "
-          f"preprocessed, one thread: {results['physical']['preprocessed_per_thread']:,.0f} steps/s", flush=True)
+    results["physical"] = physical_bound(args.env_id, args.seconds, cores)
 
     results["env"] = {}
     for backend in backends:

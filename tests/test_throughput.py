@@ -339,3 +339,22 @@ def test_raw_emulation_leaves_the_game_resets_out(monkeypatch):
 
     monkeypatch.setattr(ale_py, "ALEInterface", Emulator)
     assert throughput.emulator_frames_per_second(BREAKOUT, seconds=0.2) > 20_000  # with the resets timed: < 1,600
+
+
+def test_without_envpool_the_bound_is_measured_and_the_report_leaves_the_ceiling_out(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(throughput, "envpool_available", lambda: False)
+    monkeypatch.setattr(throughput, "emulator_frames_per_second", lambda env_id, seconds: 8000.0)
+
+    def no_env(*args, **kwargs):
+        raise AssertionError("an env run without envpool")
+
+    monkeypatch.setattr(throughput, "env_steps_per_second", no_env)
+    physical = throughput.physical_bound(BREAKOUT, 0.1, cores=2)
+    assert physical == {"frames_per_second": 8000.0, "bound": 4000.0}
+    assert "envpool is not installed: no preprocessing ceiling" in capsys.readouterr().out
+    results = synthetic_results(best_env16=3000.0, best_sps=1500.0)
+    results["physical"] = physical
+    args = Args(env_counts=[8, 16, 32])
+    results["targets"] = targets(results, args)
+    assert results["targets"]
+    assert "With the standard preprocessing" not in write_report(results, args, tmp_path, "testbox").read_text()
