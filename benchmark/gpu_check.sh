@@ -1,39 +1,74 @@
 #!/usr/bin/env bash
-# Checks a GPU machine in at most 9 minutes (README: "Checking a GPU machine"): torch/CUDA/NCCL/cuDNN versions;
-# ppo_atari.py on cuda (train and save, SIGTERM stop, resume on cuda and on CPU, the eval CLI); host syncs per
-# rollout step and minibatch; steady SPS per backend, with more envs and with --compile; NCHW vs channels_last;
-# ppo_atari_multigpu.py under torchrun (1 rank on nccl, 2 ranks on the one GPU, an elastic restart, a stop and
-# resume); GPU utilisation. One PASS/FAIL line per step; the figures go to docs/benchmarks/gpu_<GPU name>.md + .json.
+# Checks a GPU machine in at most 330 s (README: "Checking a GPU machine"). The correctness steps first:
+# torch/CUDA/NCCL/cuDNN versions; ppo_atari.py on cuda (train and save, SIGTERM stop, resume on cuda and with
+# --no-cuda, the eval CLI); host syncs per rollout step and minibatch; ppo_atari_multigpu.py under torchrun (1 rank
+# on nccl, 2 ranks on the one GPU, an elastic restart, a stop and resume). Then throughput: NCHW vs channels_last;
+# steady SPS of sync, ale and envpool (where installed), with --compile and with more envs; GPU utilisation.
+# One PASS/FAIL line per step; the report, gpu_<GPU name>.md and .json, goes to --out, also when the check is
+# stopped (SIGTERM or Ctrl-C: its runs are stopped, the report holds the steps so far, exit 143 or 130).
 #
-#   bash benchmark/gpu_check.sh [--wheels FOLDER] [--budget SECONDS] [--out FOLDER]
-#   bash benchmark/gpu_check.sh --cpu      # every step on CPU with tiny sizes; report in a temporary folder
+#   bash benchmark/gpu_check.sh --out FOLDER [--wheels FOLDER] [--budget SECONDS]
+#   bash benchmark/gpu_check.sh --cpu [--out FOLDER]   # every step on CPU, tiny sizes; a check of the tool
 #
-# --wheels FOLDER: first install the project (torch as installed) from the wheels of benchmark/gpu_wheels.sh, for
-# a machine without a package registry. Exit status 0 when every step passed.
+# --wheels FOLDER: first install the wheels of benchmark/gpu_wheels.txt from FOLDER (benchmark/gpu_wheels.sh
+# downloads them) into a temporary folder on PYTHONPATH, without a registry; torch and the rest stay as installed.
+# The project runs from this checkout. --budget bounds the steps (310 s; the install, start and report get 20 s
+# more). Exit status 0 when every step passed. The Python is python3 (PYTHON=... to change).
 set -euo pipefail
+py="${PYTHON:-python3}"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
-    python -m cleanrl_utils.gpu_check --help 2>/dev/null | sed -n '/options/,$p' || true
+    sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+    echo
+    (cd "$repo" && "$py" -m cleanrl_utils.gpu_check --help 2>/dev/null | sed -n '/options/,$p') || true
     exit 0
 fi
-cd "$(dirname "$0")/.."
-wheels=""
-args=()
+wheels="" budget=310 args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheels) wheels="${2:?--wheels needs a folder}"; shift 2 ;;
+        --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
+        --out) args+=(--out "$(realpath -m "${2:?--out needs a folder}")"); shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
-if [ -n "$wheels" ]; then
-    [ -d "$wheels" ] || { echo "error: no wheel folder $wheels: make it with benchmark/gpu_wheels.sh" >&2; exit 1; }
-    # the installed torch satisfies the project's torch requirement: nothing of it is replaced
-    python -m pip install -q --no-index --find-links "$wheels" -e . envpool \
-        || python -m pip install -q --no-index --find-links "$wheels" -e .
-fi
-if ! python -c "import cleanrl_utils.gpu_check" 2>/dev/null; then
-    echo "error: the project's dependencies are missing: pip install -e ., or --wheels FOLDER from benchmark/gpu_wheels.sh" >&2
+if ! [[ "$budget" =~ ^[0-9]+$ && "$budget" -gt 0 ]]; then
+    echo "error: --budget takes whole seconds, got $budget" >&2
     exit 1
 fi
-# the steps keep to their --budget (540 s by default); this is the backstop
-exec timeout --signal=TERM 600 python -m cleanrl_utils.gpu_check "${args[@]}"
+total=$((budget + 20))
+if [ -n "$wheels" ]; then
+    [ -d "$wheels" ] || { echo "error: no wheel folder $wheels: make it with benchmark/gpu_wheels.sh" >&2; exit 1; }
+    site="${TMPDIR:-/tmp}/gpu_check_site"
+    rm -rf "$site"
+    readarray -t specs < <(grep -v '^#' "$repo/benchmark/gpu_wheels.txt" | awk 'NF { print $1 "==" $2 }')
+    PIP_ROOT_USER_ACTION=ignore "$py" -m pip install -q --disable-pip-version-check --no-index --no-deps \
+        --find-links "$wheels" --target "$site" "${specs[@]}" \
+        || { echo "error: installing the wheels of $wheels failed" >&2; exit 1; }
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+cd "$repo"
+missing=$("$py" - <<'PY'
+import importlib.metadata, re
+try:
+    import tomllib
+except ImportError:  # Python 3.10: not checked here
+    raise SystemExit(0)
+requirements = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+for name in (re.split(r"[<>=!~ \[;]", req, maxsplit=1)[0] for req in requirements):
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        print(name, end=" ")
+PY
+)
+if [ -n "$missing" ]; then
+    echo "error: missing here: ${missing% }; pip install -e ., or --wheels FOLDER from benchmark/gpu_wheels.sh" >&2
+    exit 1
+fi
+# the steps keep to their budget, what the install took deducted; the backstop stops the check 10 s before the
+# end (it writes its report) and kills it 8 s later
+steps=$((total - SECONDS - 15 < budget ? total - SECONDS - 15 : budget))
+exec timeout --foreground -k 8 -s TERM $((total - SECONDS - 10)) \
+    "$py" -m cleanrl_utils.gpu_check --budget "$steps" "${args[@]}"

@@ -1,7 +1,8 @@
-"""One run that checks a GPU machine (driven by benchmark/gpu_check.sh): the scripts' CUDA paths end to end, their
-host syncs, their throughput, and the multi-GPU script under torchrun, in priority order, each step with its own
-time limit and all of them within `--budget` seconds. Prints one PASS/FAIL line per step and writes the figures to
-``gpu_<GPU name>.md`` and ``.json`` (in docs/benchmarks by default).
+"""One run that checks a GPU machine (driven by benchmark/gpu_check.sh): the correctness steps first (versions, the
+scripts' CUDA paths end to end, their host syncs, the multi-GPU script under torchrun), then the throughput steps,
+each with its own time limit (``LIMITS``) and all of them within ``--budget`` seconds. Prints one PASS/FAIL line per
+step and writes the figures to ``gpu_<GPU name>.md`` and ``.json`` in ``--out``, also when it is stopped (SIGTERM,
+SIGINT: its runs are stopped, the report holds the steps done so far, exit 128 + the signal's number).
 
 With ``--cpu`` every step runs on CPU (gloo, tiny sizes, ``torch.compile`` disabled) and the report goes to a new
 temporary folder (or ``--out``): a check of this tool itself on any machine, not a measurement.
@@ -11,6 +12,7 @@ This process never initialises CUDA: every step runs in child processes, which g
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -26,13 +28,33 @@ from typing import Any, Callable, Optional
 import psutil
 import tyro
 
-from cleanrl_utils.measured import REPO, Measured, repo_env, run_measured, visible_gpus
+from cleanrl_utils.measured import DEVICES_EXPR, REPO, Gpu, Measured, gpus_from, repo_env, run_measured
 from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.throughput import logged_sps
+from cleanrl_utils.vector_envs import FRAME_SKIP, MAX_EPISODE_FRAMES
 
 SCRIPT = "cleanrl/ppo_atari.py"
 MULTIGPU_SCRIPT = "cleanrl/ppo_atari_multigpu.py"
 HOST_SYNCS = re.compile(r"host syncs: rollout step ([\d.]+), minibatch ([\d.]+), iteration rest ([\d.]+) \((.+)\)")
+
+BUDGET_S = 310.0
+"""the default --budget; benchmark/gpu_check.sh allows 20 s more for the wheels' install, this process's start and
+the report: 330 s in all"""
+LIMITS: dict[str, tuple[float, float]] = {
+    # correctness
+    "versions": (15, 8), "train": (18, 18), "stop": (15, 14), "resume": (14, 14), "resume_cpu": (15, 14),
+    "eval": (12, 10), "host_syncs": (14, 13), "torchrun_1": (16, 14), "torchrun_2": (18, 16), "elastic": (30, 32),
+    "stop_ranks": (30, 35),
+    # throughput
+    "network": (12, 28), "backends": (24, 36), "compile": (50, 20), "many_envs": (22, 28), "gpu_use": (1, 1),
+}
+"""each step's time limit in seconds at the default budget, on a GPU and with --cpu (another --budget scales them
+all): a few process starts each, as a 16-core machine with one H100 or H200 takes them, or a small CPU machine the
+tiny runs of --cpu. Each column within BUDGET_S, so that every step gets its whole limit; a step past it is
+stopped and fails, and the next one starts."""
+STOP_GRACE_S = 3.0
+"""seconds a run gets between SIGTERM and SIGKILL when its step stops it (inside the step's limit)"""
+EVAL_MAX_STEPS = MAX_EPISODE_FRAMES // FRAME_SKIP
+"""the eval's agent steps: an episode's cap, so that any game ends in time (a random policy's can be long)"""
 
 
 @dataclass
@@ -40,9 +62,9 @@ class Args:
     cpu: bool = False
     """run every step on CPU with gloo and tiny sizes (a check of this tool; its report is no measurement)"""
     out: Optional[str] = None
-    """folder of the report (default: docs/benchmarks; with --cpu a new temporary folder)"""
-    budget: float = 540.0
-    """seconds for all steps together; a step that no longer fits is a FAIL line saying so"""
+    """folder of the report (required on a GPU; with --cpu default: a new temporary folder)"""
+    budget: float = BUDGET_S
+    """seconds for all steps together; every step's limit is scaled by budget / 310"""
     env_id: str = "BreakoutNoFrameskip-v4"
     """the game of every run"""
 
@@ -64,24 +86,44 @@ class Sizes:
     network_seconds: float
 
 
-GPU_SIZES = Sizes(8, 128, 4, 4, 6, (32, 64), 30, 2.0)
-CPU_SIZES = Sizes(2, 16, 2, 1, 2, (4, 8), 20, 0.1)
+GPU_SIZES = Sizes(8, 128, 4, 4, 3, (32, 64), 12, 1.0)
+CPU_SIZES = Sizes(2, 16, 2, 1, 2, (4, 8), 8, 0.1)
 
 
 class StepFailed(Exception):
     """A step's check did not hold (the message says which)."""
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGINT reached this process: the check stops and writes what it has."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: Any) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the first signal stops the check; the stop itself runs to its end
+        signal.signal(sig, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
 def last_line(output: str) -> str:
     """The last line of an output that says something (not the frame of a box that tyro draws around its errors)."""
     lines = [line.strip(" │┃|") for line in output.splitlines() if re.search(r"[A-Za-z0-9]", line)]
+    stopped = lines.pop() if lines and lines[-1].startswith("(stopped after") else ""  # run_measured's note
     errors = [line for line in lines if re.search(r"(?i)error|unrecognized", line)]
-    return (errors or lines or ["no output"])[-1][:300]
+    last = (errors or lines or ["no output"])[-1]
+    return (f"{stopped[1:-1]}, its limit; before: {last}" if stopped else last)[:300]
 
 
 def expect(ok: bool, why: str) -> None:
     if not ok:
         raise StepFailed(why)
+
+
+def envpool_installed() -> bool:
+    return importlib.util.find_spec("envpool") is not None
 
 
 def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> None:
@@ -100,52 +142,117 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> N
 class Check:
     """The steps, their PASS/FAIL lines and the figures for the report."""
 
-    def __init__(self, args: Args):
+    def __init__(self, args: Args, start: Optional[float] = None):
         self.args = args
         self.sizes = CPU_SIZES if args.cpu else GPU_SIZES
-        self.gpus = () if args.cpu else visible_gpus()
+        self.scale = args.budget / BUDGET_S
+        self.gpus: tuple[Gpu, ...] = ()  # the versions step asks torch
         self.workdir = Path(tempfile.mkdtemp(prefix="gpu_check_"))
-        self.start = time.monotonic()
+        self.start = time.monotonic() if start is None else start
         self.deadline = self.start + args.budget
         self.steps: list[dict[str, Any]] = []
         self.figures: dict[str, Any] = {}
+        self.live: list[subprocess.Popen] = []
+        """the runs of the step under way (a stop stops them)"""
+        self.stopped: Optional[str] = None
         # --cpu: compile would take minutes on a small CPU machine; the flag's path runs, torch.compile is a no-op
         self.env = {"OMP_NUM_THREADS": "1", "TORCH_COMPILE_DISABLE": "1"} if args.cpu else {}
 
     # ------------------------------------------------------------ running things
 
+    def plan(self) -> list[tuple[str, str, Callable[[float], str]]]:
+        """(name, key of LIMITS, function of the step's deadline) of every step, in the order run."""
+        device = "cpu" if self.args.cpu else "cuda"
+        return [
+            ("versions", "versions", self.versions),
+            (f"ppo_atari.py on {device}: 2 iterations, --save-model", "train", self.train_and_save),
+            ("ppo_atari.py: SIGTERM stop (143, checkpoint)", "stop", self.stop_resume),
+            (f"ppo_atari.py: --resume on {device}", "resume",
+             lambda end: self.resume("stop", self.device_flag(), end)),
+            (f"ppo_atari.py: {device} checkpoint resumed with --no-cuda", "resume_cpu",
+             lambda end: self.resume("stop_cpu", "--no-cuda", end)),
+            (f"eval CLI on {device}", "eval", self.evaluate),
+            ("host syncs per rollout step and minibatch", "host_syncs", self.host_syncs),
+            ("torchrun: 1 rank" + ("" if self.args.cpu else " (nccl)"), "torchrun_1",
+             lambda end: self.torchrun_ranks(1, end)),
+            ("torchrun: 2 ranks on one device", "torchrun_2", lambda end: self.torchrun_ranks(2, end)),
+            ("torchrun: elastic restart after a killed worker", "elastic", self.killed_worker),
+            ("torchrun: SIGTERM stop and resume of 2 ranks", "stop_ranks", self.stop_resume_ranks),
+            (f"network on {device}: NCHW vs channels_last", "network", self.memory_formats),
+            ("steady SPS: sync, ale, envpool", "backends", self.backends),
+            ("steady SPS: --compile", "compile", self.compiled),
+            ("steady SPS: more envs on the fastest backend", "many_envs", self.many_envs),
+            ("GPU utilisation during the fastest run", "gpu_use", self.gpu_use),
+        ]
+
+    def all_steps(self) -> None:
+        for name, key, fn in self.plan():
+            self.step(name, LIMITS[key][self.args.cpu] * self.scale, fn)
+            if name == "versions" and not self.args.cpu and not self.gpus:
+                return  # the other steps need the GPU
+
     def step(self, name: str, limit: float, fn: Callable[[float], str]) -> None:
+        """Run `fn` with the deadline of its `limit` seconds (or of what the budget has left)."""
         left = self.deadline - time.monotonic()
-        if left < min(limit, 20.0):
-            self.record(name, False, f"not run: {left:.0f} s of the {self.args.budget:.0f} s budget left", 0.0)
+        if limit < 1.0 or left < min(limit, 20.0):
+            why = (f"its limit at a {self.args.budget:.0f} s budget is {limit:.1f} s" if limit < 1.0 else
+                   f"{left:.0f} s of the {self.args.budget:.0f} s budget left")
+            self.record(name, False, f"not run: {why}", 0.0, limit)
             return
         started = time.monotonic()
         try:
-            ok, summary = True, fn(min(limit, left))
+            ok, summary = True, fn(started + min(limit, left))
         except StepFailed as exc:
             ok, summary = False, str(exc)
+        except Stopped as exc:
+            self.stopped = str(exc)
+            self.record(name, False, f"stopped by {exc} after {time.monotonic() - started:.0f} s",
+                        time.monotonic() - started, limit)
+            raise
         except Exception as exc:  # a bug of this tool or a surprise of the machine: this step fails, the rest run
             ok, summary = False, f"{type(exc).__name__}: {str(exc)[:300]}"
-        self.record(name, ok, summary, time.monotonic() - started)
+        self.stop_runs()  # a run the step did not wait for
+        self.record(name, ok, summary, time.monotonic() - started, limit)
 
-    def record(self, name: str, ok: bool, summary: str, seconds: float) -> None:
-        self.steps.append({"step": name, "ok": ok, "summary": summary, "seconds": round(seconds, 1)})
+    def record(self, name: str, ok: bool, summary: str, seconds: float, limit: float) -> None:
+        self.steps.append({"step": name, "ok": ok, "summary": summary, "seconds": round(seconds, 1),
+                           "limit_s": round(limit, 1)})
         print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.0f} s): {summary}", flush=True)
 
-    def run(self, command: list[str], timeout: float) -> Measured:
-        return run_measured(command, str(self.workdir), timeout, gpus=[gpu.uuid for gpu in self.gpus], env=self.env)
+    def stop_runs(self) -> None:
+        """Stop the runs of the step under way (after a stop interrupted it wherever it was)."""
+        stop_process_groups([proc for proc in self.live if proc.poll() is None], grace=STOP_GRACE_S)
+        self.live.clear()
+
+    @staticmethod
+    def share(end: float, parts: int = 1) -> float:
+        """Seconds a run may take before it is stopped: of the time left until `end` (less the grace of the last
+        stop), an equal part for each of the `parts` runs still to come, this one included."""
+        return max((end - time.monotonic() - STOP_GRACE_S) / parts, 1.0)
+
+    def run(self, command: list[str], end: float, parts: int = 1) -> Measured:
+        """`command` measured, stopped when its share of the time until `end` is up."""
+        return run_measured(command, str(self.workdir), self.share(end, parts), gpus=[gpu.uuid for gpu in self.gpus],
+                            env=self.env, grace=STOP_GRACE_S, started=self.live)
 
     def start_logged(self, command: list[str], log: Path) -> subprocess.Popen:
         with open(log, "w") as out:
-            return subprocess.Popen(command, cwd=self.workdir, env=repo_env(self.env), stdout=out,
+            proc = subprocess.Popen(command, cwd=self.workdir, env=repo_env(self.env), stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.live.append(proc)
+        return proc
 
     def finish(self, proc: subprocess.Popen, timeout: float) -> int:
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop_process_groups([proc])
+            stop_process_groups([proc], grace=STOP_GRACE_S)
             raise StepFailed(f"still running after {timeout:.0f} s") from None
+
+    def stop_logged(self, proc: subprocess.Popen, end: float) -> int:
+        """SIGTERM `proc` (a run or torchrun, which passes it on to its ranks) and its exit code by `end`."""
+        proc.send_signal(signal.SIGTERM)
+        return self.finish(proc, self.share(end))
 
     @property
     def long_steps(self) -> int:
@@ -170,31 +277,32 @@ class Check:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                 f"--nproc_per_node={ranks}", *launcher]
 
-    # ------------------------------------------------------------ the steps, in priority order
+    # ------------------------------------------------------------ correctness
 
-    def versions(self, timeout: float) -> str:
+    def versions(self, end: float) -> str:
         probe = (
             "import json, torch; c = torch.cuda.is_available(); print(json.dumps({'torch': torch.__version__, "
             "'cuda': torch.version.cuda, 'cuda_available': c, 'nccl': '.'.join(map(str, torch.cuda.nccl.version())) "
             "if c else None, 'cudnn': torch.backends.cudnn.version() if c else None, 'gloo': "
-            "torch.distributed.is_gloo_available(), 'devices': [torch.cuda.get_device_name(i) for i in "
-            "range(torch.cuda.device_count())]}))"
+            f"torch.distributed.is_gloo_available(), 'devices': {DEVICES_EXPR}}}))"
         )
-        m = self.run([sys.executable, "-c", probe], timeout)
+        m = self.run([sys.executable, "-c", probe], end)
         expect(m.returncode == 0, f"torch does not load: {last_line(m.output)}")
         found = json.loads(m.output.strip().splitlines()[-1])
         try:
-            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=15).stdout
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=self.share(end)).stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
             smi = f"(nvidia-smi: {type(exc).__name__})"
         self.figures["versions"], self.figures["nvidia_smi"] = found, smi
-        expect(self.args.cpu or found["cuda_available"], "torch sees no CUDA device")
+        self.gpus = gpus_from(found["devices"])
+        expect(self.args.cpu or bool(self.gpus), "torch sees no CUDA device: the other steps need one")
+        names = [name for name, _ in found["devices"]]
         return (f"torch {found['torch']}, CUDA {found['cuda']}, NCCL {found['nccl']}, cuDNN {found['cudnn']}, "
-                f"devices {found['devices'] or 'none'}")
+                f"devices {names or 'none'}")
 
-    def train_and_save(self, timeout: float) -> str:
+    def train_and_save(self, end: float) -> str:
         m = self.run([sys.executable, *self.ppo("runs_train", 2, self.device_flag(), "--save-model",
-                                                "--run-name", "train")], timeout)
+                                                "--run-name", "train")], end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
         expect(model.exists(), f"no model at {model.name}")
@@ -202,7 +310,7 @@ class Check:
         self.figures["train_output_head"] = m.output.strip().splitlines()[:3]
         return f"2 iterations, model and checkpoint saved, {m.wall_s:.0f} s"
 
-    def stop_resume(self, timeout: float) -> str:
+    def stop_resume(self, end: float) -> str:
         """SIGTERM after the first checkpoint: exit 143 with a checkpoint; the copy of that run is resumed twice
         below (on the device and with --no-cuda)."""
         log = self.workdir / "stop.log"
@@ -210,11 +318,10 @@ class Check:
                         "--checkpoint-interval", "1", num_steps=self.long_steps)
         proc = self.start_logged([sys.executable, *args], log)
         try:
-            wait_for(log, "checkpoint: iteration 1,", proc, timeout)
-            proc.send_signal(signal.SIGTERM)
-            code = self.finish(proc, 60)
+            wait_for(log, "checkpoint: iteration 1,", proc, self.share(end) - 3)  # 3 s for the stop
+            code = self.stop_logged(proc, end)
         finally:
-            stop_process_groups([proc], grace=5)
+            stop_process_groups([proc], grace=STOP_GRACE_S)
         out = log.read_text()
         expect(code == 143, f"exit {code} after SIGTERM, not 143: {last_line(out)}")
         stopped = re.findall(r"checkpoint: iteration (\d+),", out)
@@ -225,28 +332,28 @@ class Check:
         self.figures["stopped_at_iteration"] = int(stopped[-1])
         return f"exit 143 after iteration {stopped[-1]} of {self.sizes.long_iterations}, checkpoint written"
 
-    def resume(self, name: str, device_flag: str, timeout: float) -> str:
+    def resume(self, name: str, device_flag: str, end: float) -> str:
         args = self.ppo("runs_stop", self.sizes.long_iterations, device_flag, "--run-name", name, "--resume",
                         "--checkpoint-interval", "0", num_steps=self.long_steps)
-        m = self.run([sys.executable, *args], timeout)
+        m = self.run([sys.executable, *args], end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         resumed = re.search(r"resuming from iteration (\d+)", m.output)
         expect(resumed is not None, "no 'resuming from iteration' line")
         return f"resumed at iteration {resumed[1]} {device_flag}, ran to the end in {m.wall_s:.0f} s"
 
-    def evaluate(self, timeout: float) -> str:
+    def evaluate(self, end: float) -> str:
         model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
         expect(model.exists(), "no model (the training step failed)")
         command = [sys.executable, "-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model),
-                   "--eval-episodes", "1", "--max-steps", "300", self.device_flag()]
-        m = self.run(command, timeout)
+                   "--eval-episodes", "1", "--max-steps", str(EVAL_MAX_STEPS), self.device_flag()]
+        m = self.run(command, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         return last_line(m.output)
 
-    def host_syncs(self, timeout: float) -> str:
+    def host_syncs(self, end: float) -> str:
         command = [sys.executable, "-m", "cleanrl_utils.host_syncs",
                    *self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps)]
-        m = self.run(command, timeout)
+        m = self.run(command, end)
         found = HOST_SYNCS.findall(m.output)
         expect(m.returncode == 0 and bool(found), f"exit {m.returncode}: {last_line(m.output)}")
         rows = [{"rollout_step": float(a), "minibatch": float(b), "iteration_rest": float(c), "how": how}
@@ -255,62 +362,13 @@ class Check:
         return "; ".join(f"{r['rollout_step']:g} per rollout step, {r['minibatch']:g} per minibatch, "
                          f"{r['iteration_rest']:g} per iteration besides ({r['how']})" for r in rows)
 
-    def sps_run(self, name: str, timeout: float, *extra: str, num_envs: Optional[int] = None) -> dict[str, Any]:
-        runs = f"runs_sps_{name}"
-        m = self.run([sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra,
-                                                num_envs=num_envs)], timeout)
-        sps, steady = logged_sps(str(self.workdir / runs))
-        expect(m.returncode == 0 and sps is not None, f"{name}: exit {m.returncode}: {last_line(m.output)}")
-        row = {"config": name, "sps": sps, "steady_sps": steady or sps, "gpu_percent": m.gpu_percent,
-               "gpu_percents": m.gpu_percents, "cpu_percent": m.machine_cpu_percent, "wall_s": m.wall_s}
-        self.figures.setdefault("sps", []).append(row)
-        return row
+    def torchrun_ranks(self, ranks: int, end: float) -> str:
+        from cleanrl_utils.throughput import logged_sps
 
-    def backends(self, timeout: float) -> str:
-        end = time.monotonic() + timeout
-        rows = [self.sps_run("sync", end - time.monotonic(), "--vector-env", "sync"),
-                self.sps_run("ale", end - time.monotonic(), "--vector-env", "ale"),
-                self.sps_run("envpool", end - time.monotonic(), "--vector-env", "envpool", "--env-threads",
-                             "2" if self.args.cpu else "16")]
-        fastest = max(rows, key=lambda r: r["steady_sps"])
-        self.figures["fastest_backend"] = fastest["config"]
-        return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
-
-    def many_envs(self, timeout: float) -> str:
-        end = time.monotonic() + timeout
-        backend = self.figures.get("fastest_backend", "envpool")
-        extra = ["--vector-env", backend] + (["--env-threads", "2" if self.args.cpu else "16"]
-                                              if backend == "envpool" else [])
-        rows = [self.sps_run(f"{backend}_{n}envs", end - time.monotonic(), *extra, num_envs=n)
-                for n in self.sizes.many_envs]
-        return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
-
-    def compiled(self, timeout: float) -> str:
-        backend = self.figures.get("fastest_backend", "sync")
-        row = self.sps_run(f"{backend}_compile", timeout, "--vector-env", backend, "--compile")
-        eager = next((r for r in self.figures.get("sps", []) if r["config"] == backend), None)
-        than = f" (eager {eager['steady_sps']:,.0f})" if eager else ""
-        return f"{backend} --compile {row['steady_sps']:,.0f} steady SPS{than}"
-
-    def memory_formats(self, timeout: float) -> str:
-        command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--no-compile",
-                   "--num-envs", str(self.sizes.num_envs), "--seconds", str(self.sizes.network_seconds)]
-        m = self.run(command, timeout)
-        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
-        rows = [r for r in json.loads(m.output.strip().splitlines()[-1]) if "error" not in r]
-        best = {}
-        for row in rows:
-            if row["training"] > best.get(row["form"], {}).get("training", 0.0):
-                best[row["form"]] = row
-        self.figures["network"] = rows
-        expect({"default", "channels_last"} <= set(best), f"forms measured: {sorted(best)}")
-        return ", ".join(f"{form}: inference {r['inference']:,.0f}, training {r['training']:,.0f} samples/s"
-                         for form, r in best.items())
-
-    def torchrun_ranks(self, ranks: int, timeout: float) -> str:
         backend = ["--no-cuda"] if self.args.cpu else (["--backend", "nccl"] if ranks == 1 else [])
-        args = self.ppo(f"runs_torchrun{ranks}", self.sizes.sps_iterations, *backend, script=MULTIGPU_SCRIPT)
-        m = self.run(self.torchrun(ranks) + args, timeout)
+        args = self.ppo(f"runs_torchrun{ranks}", self.sizes.sps_iterations, *backend, script=MULTIGPU_SCRIPT,
+                        num_steps=self.long_steps)
+        m = self.run(self.torchrun(ranks) + args, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         world = re.search(r"world size (\d+) \((\w+), (\w+)\)", m.output)
         expect(world is not None, "no 'world size' line")
@@ -322,46 +380,106 @@ class Check:
         return f"{ranks} rank(s), {world[2]} on {world[3]}, {steady or sps or 0:,.0f} steady SPS" + (
             f"; {note[0]}" if note else "")
 
-    def killed_worker(self, timeout: float) -> str:
+    def killed_worker(self, end: float) -> str:
         log = self.workdir / "elastic.log"
         flags = ["--no-cuda"] if self.args.cpu else []
         args = self.ppo("runs_elastic", self.sizes.long_iterations, *flags, "--checkpoint-interval", "1",
                         script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
         proc = self.start_logged(self.torchrun(2, "--max-restarts=1") + args, log)
         try:
-            wait_for(log, "checkpoint: iteration 1,", proc, timeout / 2)
+            wait_for(log, "checkpoint: iteration 1,", proc, self.share(end, 2))  # the restart's start takes as long
             workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
             expect(len(workers) >= 1, "no worker of rank 1 found")
             workers[0].send_signal(signal.SIGKILL)
-            code = self.finish(proc, timeout / 2)
+            code = self.finish(proc, self.share(end))
         finally:
-            stop_process_groups([proc], grace=5)
+            stop_process_groups([proc], grace=STOP_GRACE_S)
         out = log.read_text()
         resumed = re.search(r"resuming from iteration (\d+) .*\(torchrun restart 1\)", out)
         expect(code == 0 and resumed is not None, f"exit {code}: {last_line(out)}")
         return f"rank 1 killed; torchrun restarted the ranks, resumed at iteration {resumed[1]}, finished"
 
-    def stop_resume_ranks(self, timeout: float) -> str:
+    def stop_resume_ranks(self, end: float) -> str:
         log = self.workdir / "stop2.log"
         flags = ["--no-cuda"] if self.args.cpu else []
         args = self.ppo("runs_stop2", self.sizes.long_iterations, *flags, "--run-name", "stop2",
                         "--checkpoint-interval", "1", script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
         proc = self.start_logged(self.torchrun(2) + args, log)
         try:
-            wait_for(log, "checkpoint: iteration 1,", proc, timeout / 2)
-            proc.send_signal(signal.SIGTERM)  # torchrun passes it on to its ranks
-            code = self.finish(proc, 60)
+            wait_for(log, "checkpoint: iteration 1,", proc, self.share(end, 2))  # the resume's start takes as long
+            code = self.stop_logged(proc, min(end, time.monotonic() + STOP_GRACE_S + 10))  # 10 s for torchrun's stop
         finally:
-            stop_process_groups([proc], grace=5)
+            stop_process_groups([proc], grace=STOP_GRACE_S)
         stopped = re.search(r"stopped at global step (\d+)", log.read_text())
         expect(code != 0 and stopped is not None, f"exit {code}, no 'stopped at global step': "
                                                   f"{last_line(log.read_text())}")
-        m = self.run(self.torchrun(2) + args + ["--resume"], timeout / 2)
+        m = self.run(self.torchrun(2) + args + ["--resume"], end)
         expect(m.returncode == 0 and "resuming from iteration" in m.output, f"exit {m.returncode}: "
                                                                            f"{last_line(m.output)}")
         return f"2 ranks stopped at global step {stopped[1]} (torchrun exit {code}), resumed and finished"
 
-    def gpu_use(self, timeout: float) -> str:
+    # ------------------------------------------------------------ throughput
+
+    def memory_formats(self, end: float) -> str:
+        command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--no-compile",
+                   "--num-envs", str(self.sizes.num_envs), "--seconds", str(self.sizes.network_seconds),
+                   "--forms", "default", "channels_last"]
+        m = self.run(command, end)
+        expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
+        rows = [r for r in json.loads(m.output.strip().splitlines()[-1]) if "error" not in r]
+        best = {}
+        for row in rows:
+            if row["training"] > best.get(row["form"], {}).get("training", 0.0):
+                best[row["form"]] = row
+        self.figures["network"] = rows
+        expect({"default", "channels_last"} <= set(best), f"forms measured: {sorted(best)}")
+        return ", ".join(f"{form}: inference {r['inference']:,.0f}, training {r['training']:,.0f} samples/s"
+                         for form, r in best.items())
+
+    def sps_run(self, name: str, end: float, parts: int, *extra: str, num_envs: Optional[int] = None
+                ) -> dict[str, Any]:
+        """A throughput run, the first of `parts` runs still to come before `end`."""
+        from cleanrl_utils.throughput import logged_sps
+
+        runs = f"runs_sps_{name}"
+        m = self.run([sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra,
+                                                num_envs=num_envs)], end, parts)
+        sps, steady = logged_sps(str(self.workdir / runs))
+        expect(m.returncode == 0 and sps is not None, f"{name}: exit {m.returncode}: {last_line(m.output)}")
+        row = {"config": name, "sps": sps, "steady_sps": steady or sps, "gpu_percent": m.gpu_percent,
+               "gpu_percents": m.gpu_percents, "cpu_percent": m.machine_cpu_percent, "wall_s": m.wall_s}
+        self.figures.setdefault("sps", []).append(row)
+        return row
+
+    def backend_flags(self, backend: str) -> list[str]:
+        return ["--vector-env", backend] + (["--env-threads", "2" if self.args.cpu else "16"]
+                                            if backend == "envpool" else [])
+
+    def backends(self, end: float) -> str:
+        """sync and ale, and envpool where it is installed (an optional extra: skipped with a note, not failed)."""
+        backends = ["sync", "ale"] + (["envpool"] if envpool_installed() else [])
+        rows = [self.sps_run(b, end, len(backends) - i, *self.backend_flags(b)) for i, b in enumerate(backends)]
+        fastest = max(rows, key=lambda r: r["steady_sps"])
+        self.figures["fastest_backend"] = fastest["config"]
+        note = "" if "envpool" in backends else "; envpool not installed: skipped"
+        self.figures["skipped_backends"] = [] if "envpool" in backends else ["envpool"]
+        return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS" + note
+
+    def compiled(self, end: float) -> str:
+        backend = self.figures.get("fastest_backend", "ale")
+        row = self.sps_run(f"{backend}_compile", end, 1, *self.backend_flags(backend), "--compile")
+        eager = next((r for r in self.figures.get("sps", []) if r["config"] == backend), None)
+        than = f" (eager {eager['steady_sps']:,.0f})" if eager else ""
+        return f"{backend} --compile {row['steady_sps']:,.0f} steady SPS{than}"
+
+    def many_envs(self, end: float) -> str:
+        backend = self.figures.get("fastest_backend", "ale")
+        counts = self.sizes.many_envs
+        rows = [self.sps_run(f"{backend}_{n}envs", end, len(counts) - i, *self.backend_flags(backend), num_envs=n)
+                for i, n in enumerate(counts)]
+        return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
+
+    def gpu_use(self, end: float) -> str:
         rows = self.figures.get("sps", [])
         expect(bool(rows), "no throughput run to read it from")
         fastest = max(rows, key=lambda r: r["steady_sps"])
@@ -372,48 +490,36 @@ class Check:
         expect(fastest["gpu_percent"] is not None, "no GPU sample during the fastest run")
         return f"{fastest['gpu_percent']:.0f}% during {fastest['config']} (mean of nvidia-smi samples every 0.5 s)"
 
-    def all_steps(self) -> None:
-        device = "cpu" if self.args.cpu else "cuda"
-        self.step("versions", 40, self.versions)
-        self.step(f"ppo_atari.py on {device}: 2 iterations, --save-model", 90, self.train_and_save)
-        self.step("ppo_atari.py: SIGTERM stop (143, checkpoint)", 90, self.stop_resume)
-        self.step(f"ppo_atari.py: --resume on {device}", 90, lambda t: self.resume("stop", self.device_flag(), t))
-        self.step(f"ppo_atari.py: {device} checkpoint resumed with --no-cuda", 120,
-                  lambda t: self.resume("stop_cpu", "--no-cuda", t))
-        self.step(f"eval CLI on {device}", 60, self.evaluate)
-        self.step("host syncs per rollout step and minibatch", 90, self.host_syncs)
-        self.step("steady SPS: sync, ale, envpool", 150, self.backends)
-        self.step("steady SPS: more envs on the fastest backend", 120, self.many_envs)
-        self.step("steady SPS: --compile", 150, self.compiled)
-        self.step(f"network on {device}: NCHW vs channels_last", 60, self.memory_formats)
-        self.step("torchrun: 1 rank" + ("" if self.args.cpu else " (nccl)"), 90, lambda t: self.torchrun_ranks(1, t))
-        self.step("torchrun: 2 ranks on one device", 90, lambda t: self.torchrun_ranks(2, t))
-        self.step("torchrun: elastic restart after a killed worker", 120, self.killed_worker)
-        self.step("torchrun: SIGTERM stop and resume of 2 ranks", 120, self.stop_resume_ranks)
-        self.step("GPU utilisation during the fastest run", 5, self.gpu_use)
-
     # ------------------------------------------------------------ report
 
     def write(self, out_dir: Path) -> Path:
-        name = re.sub(r"[^A-Za-z0-9]+", "-", self.gpus[0].name).strip("-") if self.gpus else "cpu"
+        name = re.sub(r"[^A-Za-z0-9]+", "-", self.gpus[0].name).strip("-") if self.gpus else (
+            "cpu" if self.args.cpu else "unknown")
         out_dir.mkdir(parents=True, exist_ok=True)
         results = {"mode": "cpu" if self.args.cpu else "gpu", "gpus": [gpu.__dict__ for gpu in self.gpus],
                    "budget_s": self.args.budget, "duration_s": round(time.monotonic() - self.start, 1),
-                   "steps": self.steps, "figures": self.figures, "sizes": self.sizes.__dict__,
-                   "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                   "stopped_by": self.stopped, "steps": self.steps, "figures": self.figures,
+                   "sizes": self.sizes.__dict__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         (out_dir / f"gpu_{name}.json").write_text(json.dumps(results, indent=1, default=str))
         passed = sum(s["ok"] for s in self.steps)
+        planned = len(self.plan())
         lines = [f"# GPU check: `{name}`", "",
                  f"Written by `bash benchmark/gpu_check.sh{' --cpu' if self.args.cpu else ''}` on {results['date']}, "
-                 f"{results['duration_s']:.0f} s of a {self.args.budget:.0f} s budget; {passed} of "
-                 f"{len(self.steps)} steps passed. Sizes: {self.sizes.num_envs} envs x {self.sizes.num_steps} steps, "
-                 f"throughput runs of {self.sizes.sps_iterations} iterations (steady SPS: after the first). Figures "
-                 f"in `gpu_{name}.json`.", ""]
+                 f"{results['duration_s']:.0f} s of a {self.args.budget:.0f} s budget; {passed} of {planned} steps "
+                 f"passed. Sizes: {self.sizes.num_envs} envs x {self.sizes.num_steps} steps, throughput runs of "
+                 f"{self.sizes.sps_iterations} iterations (steady SPS: after the first). Figures in "
+                 f"`gpu_{name}.json`.", ""]
+        if self.stopped:
+            lines += [f"**Stopped by {self.stopped}: {planned - len(self.steps)} of the {planned} steps did not "
+                      "run.**", ""]
+        elif len(self.steps) < planned:
+            lines += [f"**{planned - len(self.steps)} of the {planned} steps did not run: they need a CUDA device.**",
+                      ""]
         if self.args.cpu:
             lines += ["**`--cpu` mode: every step on CPU with tiny sizes and `torch.compile` disabled; a check of the "
                       "tool, not a measurement.**", ""]
-        lines += ["| step | result | s | |", "|---|---|---|---|"]
-        lines += [f"| {s['step']} | {'PASS' if s['ok'] else 'FAIL'} | {s['seconds']:.0f} | "
+        lines += ["| step | result | s | limit s | |", "|---|---|---|---|---|"]
+        lines += [f"| {s['step']} | {'PASS' if s['ok'] else 'FAIL'} | {s['seconds']:.0f} | {s['limit_s']:.0f} | "
                   f"{s['summary'].replace('|', '/')} |" for s in self.steps]
         if self.figures.get("sps"):
             lines += ["", "| throughput run | SPS | steady SPS | GPU % | CPU % (machine) |", "|---|---|---|---|---|"]
@@ -430,21 +536,30 @@ class Check:
 def main(args: Args) -> int:
     if args.budget <= 0:
         raise SystemExit(f"error: --budget must be positive, got {args.budget}")
-    out_dir = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="gpu_check_report_")) if args.cpu
-                                                 else REPO / "docs" / "benchmarks")
+    if not args.cpu and not args.out:
+        raise SystemExit("error: --out FOLDER is required: the folder the report goes to")
+    if not args.cpu and shutil.which("nvidia-smi") is None:
+        raise SystemExit("error: torch sees no CUDA device here (no nvidia-smi); `--cpu` checks this tool on CPU "
+                         "instead")
+    out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gpu_check_report_"))
     check = Check(args)
-    if not args.cpu and not check.gpus:
-        shutil.rmtree(check.workdir, ignore_errors=True)
-        raise SystemExit("error: torch sees no CUDA device here; `--cpu` checks this tool on CPU instead")
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         check.all_steps()
+    except Stopped as exc:
+        check.stopped = str(exc)
+        check.stop_runs()
     finally:
+        for sig in previous:  # the report is written whatever comes now
+            signal.signal(sig, signal.SIG_IGN)
         path = check.write(out_dir)
         shutil.rmtree(check.workdir, ignore_errors=True)
     failed = [s["step"] for s in check.steps if not s["ok"]]
-    print(f"wrote {path} ({len(check.steps) - len(failed)} of {len(check.steps)} steps passed, "
+    print(f"wrote {path} ({len(check.steps) - len(failed)} of {len(check.plan())} steps passed, "
           f"{time.monotonic() - check.start:.0f} s)", flush=True)
-    return 1 if failed else 0
+    if check.stopped:
+        return 128 + signal.Signals[check.stopped]
+    return 1 if failed or len(check.steps) < len(check.plan()) else 0
 
 
 if __name__ == "__main__":

@@ -1,44 +1,142 @@
-"""benchmark/gpu_check.sh and benchmark/gpu_wheels.sh: the whole check in its --cpu mode (every step on CPU with
-tiny sizes, the report in the folder given), and what the tools say without a GPU or with bad input."""
+"""benchmark/gpu_check.sh and benchmark/gpu_wheels.sh: what travels to a GPU machine (the pinned wheels, their
+size, what they cover), the time plan (the steps' limits within the budget, the budget within the 330 s of the
+whole check), the whole check in its --cpu mode (every step on CPU with tiny sizes, the report in the folder
+given), a stopped check's report, and what the tools say without a GPU or with bad input. Nothing here downloads."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import importlib.util
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import REPO_ROOT
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from cleanrl_utils import gpu_check
 from cleanrl_utils.evals import ppo_eval
 
 STEPS = 16
-# the tools call `python`: this one
+WHOLE_CHECK_S = 330  # on the GPU machine: install, steps and report
+# the tools call `python3`: this one
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+GPU_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
+              "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
+              "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
 
 
-def run_tool(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=ENV)
+def run_tool(*args: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+                          env=env or ENV)
+
+
+def pinned_wheels() -> tuple[dict[str, tuple[str, int]], set[str]]:
+    """benchmark/gpu_wheels.txt: {name: (version, bytes)} and the names it takes as preinstalled."""
+    wheels, preinstalled = {}, set()
+    for line in (REPO_ROOT / "benchmark" / "gpu_wheels.txt").read_text().splitlines():
+        if line.startswith("# preinstalled:"):
+            preinstalled = {canonicalize_name(n) for n in line.split(":", 1)[1].split()}
+        elif line.strip() and not line.startswith("#"):
+            name, version, size = line.split()
+            wheels[canonicalize_name(name)] = (version, int(size))
+    return wheels, preinstalled
+
+
+def test_the_pinned_wheels_fit_and_cover_what_the_gpu_machine_lacks():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    wheels, preinstalled = pinned_wheels()
+    assert sum(size for _, size in wheels.values()) <= 16 * 2**20
+    assert {"torch", "numpy"} <= preinstalled and not preinstalled & set(wheels)
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for requirement in map(Requirement, project):
+        name = canonicalize_name(requirement.name)
+        assert name in preinstalled or name in wheels, f"{name}: neither pinned nor preinstalled"
+        if name in wheels:
+            assert requirement.specifier.contains(wheels[name][0]), (requirement, wheels[name])
+    # and the pinned wheels' own dependencies, from their metadata where this environment has the same version
+    for name, (version, _) in wheels.items():
+        try:
+            if importlib.metadata.version(name) != version:
+                continue
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for requirement in map(Requirement, importlib.metadata.requires(name) or []):
+            if requirement.marker is None or requirement.marker.evaluate(GPU_PYTHON):
+                dep = canonicalize_name(requirement.name)
+                assert dep in preinstalled or dep in wheels, f"{name} needs {dep}: neither pinned nor preinstalled"
+                if dep in wheels:
+                    assert requirement.specifier.contains(wheels[dep][0]), (name, requirement, wheels[dep])
+    assert Marker('extra == "test"').evaluate(GPU_PYTHON) is False  # extras are left out
+
+
+def test_the_wheels_dry_run_prints_the_list_and_downloads_nothing(tmp_path):
+    wheels, _ = pinned_wheels()
+    result = run_tool("benchmark/gpu_wheels.sh", "--dry-run", str(tmp_path / "wheels"))
+    assert result.returncode == 0, result.stderr
+    total = sum(size for _, size in wheels.values())
+    assert f"{len(wheels)} wheels, {total} bytes" in result.stdout
+    command = result.stdout.splitlines()[-1]
+    assert "--python-version 3.12" in command and "--no-deps" in command and "--only-binary=:all:" in command
+    assert all(f"=={version}" in command for version, _ in wheels.values())
+    assert not (tmp_path / "wheels").exists()
+
+
+def test_the_steps_limits_fit_the_budget_and_the_budget_the_whole_check():
+    for cpu in (False, True):
+        check = gpu_check.Check(gpu_check.Args(cpu=cpu))
+        os.rmdir(check.workdir)
+        keys = [key for _, key, _ in check.plan()]
+        assert len(keys) == STEPS and sorted(keys) == sorted(gpu_check.LIMITS)
+    for column in (0, 1):  # on a GPU, with --cpu
+        assert sum(limits[column] for limits in gpu_check.LIMITS.values()) <= gpu_check.BUDGET_S
+    # the correctness steps first: they must not be the ones a slow machine loses
+    assert list(gpu_check.LIMITS).index("stop_ranks") < list(gpu_check.LIMITS).index("network")
+    script = (REPO_ROOT / "benchmark" / "gpu_check.sh").read_text()
+    budget = int(re.search(r"\bbudget=(\d+)", script)[1])
+    reserve = int(re.search(r"total=\$\(\(budget \+ (\d+)\)\)", script)[1])
+    assert budget == gpu_check.BUDGET_S and budget + reserve <= WHOLE_CHECK_S
+    # a step that overruns is stopped inside its limit, its runs' SIGKILL grace included
+    assert all(gpu_check.STOP_GRACE_S < min(v) for k, v in gpu_check.LIMITS.items() if k != "gpu_use")
 
 
 def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "cleanrl_utils.gpu_check"], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    result = subprocess.run([sys.executable, "-m", "cleanrl_utils.gpu_check", "--out", str(tmp_path / "report")],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == "error: torch sees no CUDA device here; `--cpu` checks this tool on CPU instead"
-    assert list(tmp_path.iterdir()) == []  # its work folder is gone too
+    assert result.stderr.strip() == ("error: torch sees no CUDA device here (no nvidia-smi); `--cpu` checks this "
+                                     "tool on CPU instead")
+    assert list(tmp_path.iterdir()) == []  # no work folder, no report
 
 
-def test_help_runs_nothing(tmp_path):
+def test_on_a_gpu_the_report_folder_must_be_named():
+    result = subprocess.run([sys.executable, "-m", "cleanrl_utils.gpu_check"], cwd=REPO_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: --out FOLDER is required: the folder the report goes to"
+
+
+def test_help_runs_nothing_from_any_folder(tmp_path):
+    helps = {}
     for script in ("benchmark/gpu_check.sh", "benchmark/gpu_wheels.sh"):
-        result = run_tool(script, "--help")
+        result = subprocess.run(["bash", str(REPO_ROOT / script), "--help"], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60, env=ENV)
         assert result.returncode == 0 and "gpu_check" in result.stdout, result.stderr
-    assert not (REPO_ROOT / "wheels").exists()
+        helps[script] = result.stdout
+    assert "--budget FLOAT" in helps["benchmark/gpu_check.sh"].partition("options")[2]  # the module's flags too
+    assert not (REPO_ROOT / "wheels").exists() and list(tmp_path.iterdir()) == []
 
 
 def test_a_missing_wheel_folder_is_a_one_line_error(tmp_path):
@@ -49,18 +147,91 @@ def test_a_missing_wheel_folder_is_a_one_line_error(tmp_path):
     ]
 
 
+def fake_wheel(folder: Path, name: str, version: str) -> None:
+    """A wheel of `name` that holds only its metadata (the real package stays importable from this environment)."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as whl:
+        whl.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        whl.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(f"{dist}.dist-info/RECORD", "")
+
+
+def test_the_wheels_are_installed_without_a_registry_and_put_on_the_path(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for name, (version, _) in pinned_wheels()[0].items():
+        fake_wheel(wheels, name, version)
+    fake_wheel(wheels, "numpy", "0.1")  # a wheel of the folder that is not on the list is not installed
+    env = {k: v for k, v in ENV.items() if not k.startswith("PIP_")} | {"TMPDIR": str(tmp_path)}
+    # a budget too small for any step: the install, the start and the (empty) report only
+    result = run_tool("benchmark/gpu_check.sh", "--wheels", str(wheels), "--cpu", "--budget", "1",
+                      "--out", str(tmp_path / "report"), env=env)
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
+    assert result.returncode == 1 and len(lines) == STEPS and all(" not run: " in line for line in lines), (
+        result.stdout + result.stderr)
+    site = tmp_path / "gpu_check_site"
+    assert sorted(p.name for p in site.glob("*.dist-info")) == sorted(
+        f"{canonicalize_name(n).replace('-', '_')}-{v}.dist-info" for n, (v, _) in pinned_wheels()[0].items())
+    assert (tmp_path / "report" / "gpu_cpu.md").exists()
+
+
 def test_the_reason_of_a_failed_step_is_its_error_line_not_a_box_frame():
     tyro_error = "╭─ Unrecognized options ─╮\n│ Unrecognized options: --cuda │\n"
     tyro_error += "│ For help: --help │\n╰────╯\n"
     assert gpu_check.last_line(tyro_error) == "Unrecognized options: --cuda"
     assert gpu_check.last_line("a\nb\n\n") == "b" and gpu_check.last_line("") == "no output"
+    # a run stopped at its step's limit says so first
+    stopped = 'File "x/errors/__init__.py", line 367\nstep 3\n\n(stopped after 9 s)'
+    assert gpu_check.last_line(stopped) == 'stopped after 9 s, its limit; before: File "x/errors/__init__.py", line 367'
+
+
+def test_without_envpool_its_run_is_skipped_with_a_note_not_failed(monkeypatch):
+    check = gpu_check.Check(gpu_check.Args(cpu=True))
+    os.rmdir(check.workdir)
+    ran = []
+
+    def sps_run(name, end, parts, *extra, num_envs=None):
+        ran.append((name, extra))
+        return {"config": name, "steady_sps": {"sync": 100.0, "ale": 300.0}.get(name, 50.0)}
+
+    monkeypatch.setattr(gpu_check, "envpool_installed", lambda: False)
+    monkeypatch.setattr(check, "sps_run", sps_run)
+    summary = check.backends(time.monotonic() + 20)
+    assert [name for name, _ in ran] == ["sync", "ale"] and summary.endswith("envpool not installed: skipped")
+    assert check.figures["fastest_backend"] == "ale"
+    check.many_envs(time.monotonic() + 20)
+    assert [name for name, _ in ran[2:]] == ["ale_4envs", "ale_8envs"]
+    assert all("envpool" not in extra for _, extra in ran)
+
+
+@pytest.mark.slow
+def test_a_stopped_check_stops_its_runs_and_writes_what_it_has(tmp_path):
+    proc = subprocess.Popen(["bash", "benchmark/gpu_check.sh", "--cpu", "--out", str(tmp_path)], cwd=REPO_ROOT,
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    first = proc.stdout.readline()  # the versions step's line: the training step is under way
+    assert first.startswith("PASS versions"), first
+    time.sleep(1)
+    children = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert children, "no run under way"
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+    assert proc.returncode == 143, out
+    report = json.loads((tmp_path / "gpu_cpu.json").read_text())
+    assert report["stopped_by"] == "SIGTERM" and len(report["steps"]) == 2
+    assert report["steps"][1]["summary"].startswith("stopped by SIGTERM")
+    assert "**Stopped by SIGTERM: 14 of the 16 steps did not run.**" in (tmp_path / "gpu_cpu.md").read_text()
+    assert not [pid for pid in children if psutil.pid_exists(pid)], "runs left behind"
 
 
 @pytest.mark.slow
 @pytest.mark.torchrun
 def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
     before = sorted((REPO_ROOT / "docs" / "benchmarks").glob("gpu_*"))
-    result = run_tool("benchmark/gpu_check.sh", "--cpu", "--out", str(tmp_path), timeout=600)
+    # twice the default budget, which scales every step's limit: the suite runs this next to other tests
+    budget = 2 * int(gpu_check.BUDGET_S)
+    result = run_tool("benchmark/gpu_check.sh", "--cpu", "--budget", str(budget), "--out", str(tmp_path),
+                      timeout=budget + 60)
     output = result.stdout + result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
     assert len(lines) == STEPS, output
@@ -76,9 +247,11 @@ def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
     failed = {s["step"] for s in report["steps"] if not s["ok"]}
     assert failed == missing, output
     assert result.returncode == (1 if missing else 0)
+    assert all(s["seconds"] <= s["limit_s"] + 1 for s in report["steps"]), report["steps"]
     text = (tmp_path / "gpu_cpu.md").read_text()
     assert "`--cpu` mode" in text and "| steady SPS: sync, ale, envpool | PASS |" in text
-    assert {row["config"] for row in report["figures"]["sps"]} >= {"sync", "ale", "envpool"}
+    backends = {"sync", "ale"} | ({"envpool"} if gpu_check.envpool_installed() else set())
+    assert {row["config"] for row in report["figures"]["sps"]} >= backends
     assert report["figures"]["torchrun_2"]["backend"] == "gloo"
     assert sorted((REPO_ROOT / "docs" / "benchmarks").glob("gpu_*")) == before  # no GPU report touched
 
@@ -90,5 +263,20 @@ def test_the_torchrun_stop_step_reads_the_stop_line_the_script_prints(tmp_path):
     check = gpu_check.Check(gpu_check.Args(cpu=True))
     os.rmdir(check.workdir)
     check.workdir = tmp_path
-    summary = check.stop_resume_ranks(120)
+    summary = check.stop_resume_ranks(time.monotonic() + 120)
     assert summary.startswith("2 ranks stopped at global step ") and "resumed and finished" in summary, summary
+
+
+def test_where_torch_sees_no_gpu_the_check_stops_after_the_versions_and_says_why(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'a driver without a device'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = dict(ENV, PATH=f"{bin_dir}{os.pathsep}{ENV['PATH']}", CUDA_VISIBLE_DEVICES="")
+    result = run_tool("benchmark/gpu_check.sh", "--out", str(tmp_path / "report"), env=env, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
+    assert len(lines) == 1 and lines[0].startswith("FAIL versions") and "torch sees no CUDA device" in lines[0]
+    text = (tmp_path / "report" / "gpu_unknown.md").read_text()
+    assert f"**{STEPS - 1} of the {STEPS} steps did not run: they need a CUDA device.**" in text
+    assert "a driver without a device" in text
