@@ -20,7 +20,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
     sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
     echo
-    (cd "$repo" && "$py" -m cleanrl_utils.gpu_check --help 2>/dev/null | sed -n '/options/,$p') || true
+    (cd "$repo" && "$py" -m benchmark.lab.gpu_check --help 2>/dev/null | sed -n '/options/,$p') || true
     exit 0
 fi
 wheels="" budget=310 args=()
@@ -71,4 +71,4 @@ fi
 # end (it writes its report) and kills it 8 s later
 steps=$((total - SECONDS - 15 < budget ? total - SECONDS - 15 : budget))
 exec timeout --foreground -k 8 -s TERM $((total - SECONDS - 10)) \
-    "$py" -m cleanrl_utils.gpu_check --budget "$steps" "${args[@]}"
+    "$py" -m benchmark.lab.gpu_check --budget "$steps" "${args[@]}"

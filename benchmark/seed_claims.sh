@@ -18,7 +18,7 @@
 # Ctrl-C / SIGTERM stop it cleanly: the run in progress is stopped, what was measured so far goes to
 # docs/results/seed_claims_<tag>.partial.json, docs/results.md is left as it was.
 set -euo pipefail
-HELP_MODULE=cleanrl_utils.seed_claims source "$(dirname "$0")/usage.sh"
+HELP_MODULE=benchmark.lab.seed_claims source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
-python -m cleanrl_utils.seed_claims "$@"
+python -m benchmark.lab.seed_claims "$@"

@@ -11,7 +11,7 @@
 # network then runs on cuda).
 # Extra flags go to the module, e.g. `bash benchmark/throughput.sh --tag mybox --no-compile --seconds 5`.
 set -euo pipefail
-HELP_MODULE=cleanrl_utils.throughput source "$(dirname "$0")/usage.sh"
+HELP_MODULE=benchmark.lab.throughput source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
-python -m cleanrl_utils.throughput "$@"
+python -m benchmark.lab.throughput "$@"

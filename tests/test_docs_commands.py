@@ -112,7 +112,7 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("seed claims measurement (~30 min)", starts("bash", "benchmark/seed_claims.sh"), "help"),
     ("GPU check (330 s; --cpu: tests/test_gpu_check.py)", starts("bash", "benchmark/gpu_check.sh"), "help"),
     ("GPU check's wheels (downloads)", starts("bash", "benchmark/gpu_wheels.sh"), "help"),
-    ("learning report (needs finished runs)", starts("python", "-m", "cleanrl_utils.learning"), "help"),
+    ("learning report (needs finished runs)", starts("python", "-m", "benchmark.lab.learning"), "help"),
     ("TensorBoard server", starts("tensorboard", "--logdir"), "after training"),
 ]
 

@@ -25,7 +25,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from cleanrl_utils import gpu_check
+from benchmark.lab import gpu_check
 from cleanrl_utils.evals import ppo_eval
 
 STEPS = 16
@@ -112,7 +112,7 @@ def test_the_steps_limits_fit_the_budget_and_the_budget_the_whole_check():
 
 
 def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "cleanrl_utils.gpu_check", "--out", str(tmp_path / "report")],
+    result = subprocess.run([sys.executable, "-m", "benchmark.lab.gpu_check", "--out", str(tmp_path / "report")],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, TMPDIR=str(tmp_path)))
     assert result.returncode == 1 and "Traceback" not in result.stderr
@@ -122,7 +122,7 @@ def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead(tmp_path):
 
 
 def test_on_a_gpu_the_report_folder_must_be_named():
-    result = subprocess.run([sys.executable, "-m", "cleanrl_utils.gpu_check"], cwd=REPO_ROOT, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "benchmark.lab.gpu_check"], cwd=REPO_ROOT, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr.strip() == "error: --out FOLDER is required: the folder the report goes to"
@@ -240,7 +240,7 @@ def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
         assert line.startswith(f"{'PASS' if step['ok'] else 'FAIL'} {step['step']} ("), (line, step)
     # steps on tools that this checkout may not have yet: they must pass where the tool is there
     missing = set()
-    if importlib.util.find_spec("cleanrl_utils.host_syncs") is None:
+    if importlib.util.find_spec("benchmark.lab.host_syncs") is None:
         missing.add("host syncs per rollout step and minibatch")
     if "cuda" not in {f.name for f in dataclasses.fields(ppo_eval.Args)}:
         missing.add("eval CLI on cpu")

@@ -1,4 +1,4 @@
-"""The host-sync budget of the Atari scripts (cleanrl_utils/host_syncs.py counts what would make a GPU run wait):
+"""The host-sync budget of the Atari scripts (benchmark/lab/host_syncs.py counts what would make a GPU run wait):
 one per rollout step (the actions the envs need), none per minibatch, at most 2 per iteration outside them."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import torch.multiprocessing as mp
 from helpers import REPO_ROOT, assert_one_line_error, load_script, run_script
 from test_multigpu_update import EPOCHS, fresh_agent, make_batch, partitions
 
-from cleanrl_utils.host_syncs import HostSyncCounter, SyncCount, loop_lines
-from cleanrl_utils.host_syncs import run_script as count_script
+from benchmark.lab.host_syncs import HostSyncCounter, SyncCount, loop_lines
+from benchmark.lab.host_syncs import run_script as count_script
 
 SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 RUN = ["--num-envs", "2", "--num-steps", "8", "--total-timesteps", "32", "--no-progress-bar", "--torch-threads", "1"]
@@ -68,7 +68,7 @@ def test_a_call_in_a_helper_counts_for_the_loop_that_called_it(tmp_path):
 
 def count_cli(script: str, tmp_path, extra: list[str] = ()) -> tuple[float, float, float]:
     result = run_script(
-        ["-m", "cleanrl_utils.host_syncs", script, *RUN, *extra, "--runs-dir", str(tmp_path / "runs")],
+        ["-m", "benchmark.lab.host_syncs", script, *RUN, *extra, "--runs-dir", str(tmp_path / "runs")],
         cwd=tmp_path, timeout=300, env={"OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -100,10 +100,10 @@ def test_counter_catches_an_item_reintroduced_in_the_update_loop(tmp_path):
 
 
 def test_cli_without_a_script_or_with_a_script_without_an_iteration_loop_is_a_one_line_error(tmp_path):
-    result = run_script(["-m", "cleanrl_utils.host_syncs", "nonexistent.py"], cwd=tmp_path, timeout=60)
+    result = run_script(["-m", "benchmark.lab.host_syncs", "nonexistent.py"], cwd=tmp_path, timeout=60)
     assert_one_line_error(result, "no such script")
     (tmp_path / "flat.py").write_text("print('no loop')\n")
-    result = run_script(["-m", "cleanrl_utils.host_syncs", str(tmp_path / "flat.py")], cwd=tmp_path, timeout=60)
+    result = run_script(["-m", "benchmark.lab.host_syncs", str(tmp_path / "flat.py")], cwd=tmp_path, timeout=60)
     assert_one_line_error(result, "found no iteration loop")
 
 

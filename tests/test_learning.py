@@ -1,4 +1,4 @@
-"""The learning benchmark's bookkeeping (cleanrl_utils/learning.py): what is finished, what resumes, the report."""
+"""The learning benchmark's bookkeeping (benchmark/lab/learning.py): what is finished, what resumes, the report."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from cleanrl_utils import learning
+from benchmark.lab import learning
 
 
 def write_export(folder, config: str, seed: int, steps, returns, wall_seconds: float = 1000.0) -> None:
@@ -110,13 +110,13 @@ def test_plan_and_commands_resume_a_cut_run(tmp_path):
 def test_unknown_config_is_a_one_line_error(tmp_path):
     from helpers import assert_one_line_error, run_script
 
-    result = run_script(["-m", "cleanrl_utils.learning", "run", "--only", "syncc"], cwd=tmp_path, timeout=60)
+    result = run_script(["-m", "benchmark.lab.learning", "run", "--only", "syncc"], cwd=tmp_path, timeout=60)
     assert_one_line_error(result, "unknown config(s) syncc")
 
 
 TINY_PROFILE = """
 import sys
-from cleanrl_utils import learning as L
+from benchmark.lab import learning as L
 flags = ("--vector-env", "sync", "--num-envs", "4", "--num-steps", "64", "--num-minibatches", "2", "--update-epochs", "1")
 L.PROFILES["quick"] = {"env_ids": [L.ENV_ID], "total_timesteps": 2048,
                        "configs": [L.Config("sync", tuple(L.SINGLE), flags, (1,))]}
@@ -368,6 +368,6 @@ def test_export_without_a_run_is_a_one_line_error(tmp_path):
     from helpers import assert_one_line_error, run_script
 
     (tmp_path / "runs").mkdir()
-    result = run_script(["-m", "cleanrl_utils.learning", "export", "--profile", "full-cpu", "--runs-dir", "runs",
+    result = run_script(["-m", "benchmark.lab.learning", "export", "--profile", "full-cpu", "--runs-dir", "runs",
                          "--checkout", str(tmp_path)], cwd=tmp_path, timeout=60)
     assert_one_line_error(result, "is not a git checkout")

@@ -1,10 +1,10 @@
-"""cleanrl_utils/loop_profile.py: every mode is timed for 1 thread, all cores and (2+ cores) the sliced batch, once
+"""benchmark/lab/loop_profile.py: every mode is timed for 1 thread, all cores and (2+ cores) the sliced batch, once
 per round; the overlapped rollout once per round when asked for."""
 
 from __future__ import annotations
 
 import pytest
-from cleanrl_utils.loop_profile import Args, main, profile
+from benchmark.lab.loop_profile import Args, main, profile
 from cleanrl_utils.placement import plan_threads, usable_cores
 
 

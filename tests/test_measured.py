@@ -1,4 +1,4 @@
-"""cleanrl_utils/measured.py: the process-tree sampler (CPU of a tree of processes, its memory), the GPUs it samples
+"""benchmark/lab/measured.py: the process-tree sampler (CPU of a tree of processes, its memory), the GPUs it samples
 (selected by UUID, with a timeout), and a measured run."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from cleanrl_utils import measured
+from benchmark.lab import measured
 
 # burns `cpu` seconds of CPU, prints its own CPU time, then idles so that the sampler sees all of it
 BUSY = textwrap.dedent("""

@@ -17,7 +17,7 @@ from helpers import start_script, wait_for
 from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, logged_losses
 
 import cleanrl_utils.vector_envs
-from cleanrl_utils.host_syncs import exec_script
+from benchmark.lab.host_syncs import exec_script
 
 SCRIPT = "cleanrl/ppo_atari.py"
 FAST = {"OMP_NUM_THREADS": "1"}

@@ -1,4 +1,4 @@
-"""cleanrl_utils/throughput.py: the measurements run, and the report judges the targets from the numbers it gets."""
+"""benchmark/lab/throughput.py: the measurements run, and the report judges the targets from the numbers it gets."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from cleanrl_utils import throughput
+from benchmark.lab import throughput
 from cleanrl_utils.placement import plan_threads
-from cleanrl_utils.throughput import Args, targets, write_report
+from benchmark.lab.throughput import Args, targets, write_report
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 

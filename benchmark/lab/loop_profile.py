@@ -3,9 +3,9 @@
 
 The OpenMP policy is read when torch loads, so compare policies by running this once per setting, in turns:
 
-    python -m cleanrl_utils.loop_profile                                  # the scripts' policy (PASSIVE)
-    GOMP_SPINCOUNT=10000 python -m cleanrl_utils.loop_profile             # workers spin briefly
-    OMP_WAIT_POLICY=ACTIVE python -m cleanrl_utils.loop_profile           # workers spin
+    python -m benchmark.lab.loop_profile                                  # the scripts' policy (PASSIVE)
+    GOMP_SPINCOUNT=10000 python -m benchmark.lab.loop_profile             # workers spin briefly
+    OMP_WAIT_POLICY=ACTIVE python -m benchmark.lab.loop_profile           # workers spin
 
 Each round times, per torch thread count (and, on 2+ cores, the scripts' form: the batch in slices on one thread
 each, ``s{slices}``), a batch-``num_envs`` forward with the action sampled and copied out:
@@ -32,7 +32,7 @@ from cleanrl_utils.malloc import keep_freed_memory
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.validation import fail
 from cleanrl_utils.sliced import SlicedInference
-from cleanrl_utils.throughput import _Spaces, load_agent_class
+from benchmark.lab.throughput import _Spaces, load_agent_class
 from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env
 
 

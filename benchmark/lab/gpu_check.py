@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 import psutil
 import tyro
 
-from cleanrl_utils.measured import DEVICES_EXPR, REPO, Gpu, Measured, gpus_from, repo_env, run_measured
+from benchmark.lab.measured import DEVICES_EXPR, REPO, Gpu, Measured, gpus_from, repo_env, run_measured
 from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.vector_envs import FRAME_SKIP, MAX_EPISODE_FRAMES
 
@@ -351,7 +351,7 @@ class Check:
         return last_line(m.output)
 
     def host_syncs(self, end: float) -> str:
-        command = [sys.executable, "-m", "cleanrl_utils.host_syncs",
+        command = [sys.executable, "-m", "benchmark.lab.host_syncs",
                    *self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps)]
         m = self.run(command, end)
         found = HOST_SYNCS.findall(m.output)
@@ -363,7 +363,7 @@ class Check:
                          f"{r['iteration_rest']:g} per iteration besides ({r['how']})" for r in rows)
 
     def torchrun_ranks(self, ranks: int, end: float) -> str:
-        from cleanrl_utils.throughput import logged_sps
+        from benchmark.lab.throughput import logged_sps
 
         backend = ["--no-cuda"] if self.args.cpu else (["--backend", "nccl"] if ranks == 1 else [])
         args = self.ppo(f"runs_torchrun{ranks}", self.sizes.sps_iterations, *backend, script=MULTIGPU_SCRIPT,
@@ -421,7 +421,7 @@ class Check:
     # ------------------------------------------------------------ throughput
 
     def memory_formats(self, end: float) -> str:
-        command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--no-compile",
+        command = [sys.executable, "-m", "benchmark.lab.throughput", "--network-only", "--no-compile",
                    "--num-envs", str(self.sizes.num_envs), "--seconds", str(self.sizes.network_seconds),
                    "--forms", "default", "channels_last"]
         m = self.run(command, end)
@@ -439,7 +439,7 @@ class Check:
     def sps_run(self, name: str, end: float, parts: int, *extra: str, num_envs: Optional[int] = None
                 ) -> dict[str, Any]:
         """A throughput run, the first of `parts` runs still to come before `end`."""
-        from cleanrl_utils.throughput import logged_sps
+        from benchmark.lab.throughput import logged_sps
 
         runs = f"runs_sps_{name}"
         m = self.run([sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra,

@@ -1,6 +1,6 @@
 """Count the host syncs of a training script: the points where Python waits for the GPU (or would, on a GPU).
 
-    python -m cleanrl_utils.host_syncs cleanrl/ppo_atari.py --num-envs 4 --num-steps 16 --total-timesteps 128
+    python -m benchmark.lab.host_syncs cleanrl/ppo_atari.py --num-envs 4 --num-steps 16 --total-timesteps 128
 
 runs the script in this process with its own arguments and prints
 

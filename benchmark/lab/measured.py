@@ -22,7 +22,7 @@ import psutil
 from cleanrl_utils.placement import usable_cores
 from cleanrl_utils.processes import TERMINATE_GRACE_S, own_group, stop_process_groups
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # the repository: benchmark/lab/ is two folders down
 GPU_QUERY_TIMEOUT_S = 5.0
 """longest wait for one nvidia-smi answer (a hung driver must not hang the measurement)"""
 

@@ -1,10 +1,10 @@
 """The learning benchmark: does every backend learn as CleanRL does? Runs, keeps and reports (docs/results.md).
 
-    python -m cleanrl_utils.learning run              # the `quick` profile: trains what has not finished yet
-    python -m cleanrl_utils.learning report           # docs/results.md and its PNGs from what has finished
-    python -m cleanrl_utils.learning commands --profile full   # the runs of CleanRL's benchmark, for a cluster
-    python -m cleanrl_utils.learning export --profile full-cpu --runs-dir RUNS --checkout CODE  # runs so far
-    python -m cleanrl_utils.learning report --profile full-cpu  # docs/results_10m.md: CleanRL's 10M steps on a CPU
+    python -m benchmark.lab.learning run              # the `quick` profile: trains what has not finished yet
+    python -m benchmark.lab.learning report           # docs/results.md and its PNGs from what has finished
+    python -m benchmark.lab.learning commands --profile full   # the runs of CleanRL's benchmark, for a cluster
+    python -m benchmark.lab.learning export --profile full-cpu --runs-dir RUNS --checkout CODE  # runs so far
+    python -m benchmark.lab.learning report --profile full-cpu  # docs/results_10m.md: CleanRL's 10M steps on a CPU
 
 A run is finished when its episodes are exported to ``{results_dir}/{profile}/{config}__{seed}.csv`` (step, wall
 seconds, full-game return, length in frames) with a ``.json`` beside it (command, steps, seconds, SPS, machine,
@@ -84,7 +84,7 @@ PROFILES: dict[str, dict] = {
             Config("ale", tuple(SINGLE), ("--vector-env", "ale"), (1,)),
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2)),
             Config("multigpu_2ranks", tuple(TWO_RANKS), ("--vector-env", "sync", "--num-envs", "8"), (1,)),
-            # the parallel-sampling write-up's baseline: one env in one process (its claims: cleanrl_utils/seed_claims.py)
+            # the parallel-sampling write-up's baseline: one env in one process (its claims: benchmark/lab/seed_claims.py)
             Config("sync_1env", tuple(SINGLE), ("--vector-env", "sync", "--num-envs", "1"), (1,)),
         ],
     },
@@ -496,7 +496,7 @@ def report(args: Args) -> int:
     finished = load_finished(args)
     if not finished:
         fail(f"no finished run in {os.path.join(args.results_dir, args.profile)}: run `python -m "
-             f"cleanrl_utils.learning run` first")
+             f"benchmark.lab.learning run` first")
     profile = PROFILES[args.profile]
     total = profile["total_timesteps"]
     order = [c.name for c in profile["configs"]]
@@ -541,7 +541,7 @@ def report(args: Args) -> int:
     generated = "\n".join([
         GENERATED_START,
         f"Profile `{args.profile}`: {ENV_ID}, {total:,} steps per run, CleanRL's hyperparameters (8 envs x 128 "
-        f"steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). Rebuilt by `python -m cleanrl_utils.learning "
+        f"steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). Rebuilt by `python -m benchmark.lab.learning "
         f"report` from the committed exports in `{args.results_dir}/{args.profile}/`.",
         "",
         f"![return vs steps and vs wall time]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
@@ -775,7 +775,7 @@ def report_long(args: Args) -> int:
     runs = load_exports(args)
     folder = os.path.join(args.results_dir, args.profile)
     if not runs:
-        fail(f"no export in {folder}: run `python -m cleanrl_utils.learning export --profile {args.profile}` first")
+        fail(f"no export in {folder}: run `python -m benchmark.lab.learning export --profile {args.profile}` first")
     profile = PROFILES[args.profile]
     total = profile["total_timesteps"]
     order = {env_id: i for i, env_id in enumerate(profile["env_ids"])}
@@ -835,15 +835,15 @@ def report_long(args: Args) -> int:
         f"Profile `{args.profile}`: CleanRL's Atari benchmark at full length on one CPU machine: "
         f"{' and '.join(profile['env_ids'])}, {total:,} steps each, seed 1, `ppo_atari.py --vector-env envpool` "
         "with CleanRL's hyperparameters (8 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). A run "
-        "takes many hours here, so it runs in parts (`python -m cleanrl_utils.learning run --profile full-cpu "
-        "--max-hours 2`), each resuming the last part's checkpoint. `python -m cleanrl_utils.learning export "
+        "takes many hours here, so it runs in parts (`python -m benchmark.lab.learning run --profile full-cpu "
+        "--max-hours 2`), each resuming the last part's checkpoint. `python -m benchmark.lab.learning export "
         "--profile full-cpu --runs-dir RUNS --checkout CODE` exports the runs as far as they are (a run short of "
         "its last step as a `.partial` export, labelled here with the steps it reached), and `python -m "
-        f"cleanrl_utils.learning report --profile full-cpu` rebuilds this page from the exports in `{folder}/`.",
+        f"benchmark.lab.learning report --profile full-cpu` rebuilds this page from the exports in `{folder}/`.",
         "",
         "### The verdict rule",
         "",
-        "Stated before the results, and applied as stated (`long_verdict` in `cleanrl_utils/learning.py`):",
+        "Stated before the results, and applied as stated (`long_verdict` in `benchmark/lab/learning.py`):",
         "",
         "- A run that has not reached its last step is **not finished (N steps)**, whatever its curve: never a pass.",
         "- A finished run **PASSES** when both of these hold, and **FAILS** otherwise:",
@@ -889,7 +889,7 @@ def report_long(args: Args) -> int:
     return 0
 
 
-GENERATED_START = "<!-- learning report: generated by cleanrl_utils.learning, do not edit by hand -->"
+GENERATED_START = "<!-- learning report: generated by benchmark.lab.learning, do not edit by hand -->"
 GENERATED_END = "<!-- end of the generated learning report -->"
 
 

@@ -47,12 +47,12 @@ import torch
 import tyro
 
 from cleanrl_utils.malloc import keep_freed_memory
-from cleanrl_utils.measured import repo_env, run_measured, visible_gpus
+from benchmark.lab.measured import repo_env, run_measured, visible_gpus
 from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.sliced import SlicedInference
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "cleanrl" / "ppo_atari.py"
 MULTIGPU_SCRIPT = REPO / "cleanrl" / "ppo_atari_multigpu.py"
 TARGET = 0.85
@@ -903,7 +903,7 @@ def default_backend() -> str:
 def network_rates_apart(args: Args, forms: Sequence[str] = ()) -> list[dict[str, Any]]:
     """network_rates (of ``forms`` only, if given) in a child process (`--network-only`): its CUDA context and
     models end with it."""
-    command = [sys.executable, "-m", "cleanrl_utils.throughput", "--network-only", "--num-envs", str(args.num_envs),
+    command = [sys.executable, "-m", "benchmark.lab.throughput", "--network-only", "--num-envs", str(args.num_envs),
                "--seconds", str(args.seconds), "--compile" if args.compile else "--no-compile",
                *(["--forms", *forms] if forms else [])]
     result = subprocess.run(command, cwd=REPO, env=repo_env(), capture_output=True, text=True, timeout=1800)

@@ -1,0 +1,1 @@
+"""The benchmark scripts (benchmark/*.sh) and, in `benchmark.lab`, the Python that measures the project."""
