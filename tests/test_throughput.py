@@ -277,28 +277,47 @@ def test_loaded_rows_are_the_mean_of_alternated_runs():
     assert throughput.mean_row([runs[0], {"backend": "ale loaded", "error": "killed"}])["error"] == "killed"
 
 
-def test_each_form_is_timed_on_frames_in_its_memory_format_as_the_rollout_feeds_it(monkeypatch):
-    """The script's rollout buffer holds its frames channels_last; inference timed on frames of another layout would
-    include a transposing copy that the rollout does not make (and so flatter the loop against it)."""
-    seen: dict[str, list[tuple[bool, bool]]] = {}
+def test_each_form_is_timed_on_frames_as_the_rollout_feeds_them_and_runs_in_its_memory_format(monkeypatch):
+    """The script's rollout and minibatches feed the network plain NCHW uint8 frames, and its agent converts them to
+    channels_last float itself. Every form is timed on such frames (frames already in the form's layout would leave
+    out a conversion that the loop makes), and its convolutions run in the form's layout: the script's agent for
+    channels_last, the lab's conversion of it (weights and float input) for the default NCHW form."""
+    seen: dict[str, list[tuple[bool, bool, bool]]] = {}
     script_agent = throughput.load_agent_class()
 
     class Recording(script_agent):
         def get_action_and_value(self, x, action=None):
-            if action is None:  # an inference call
-                layout = "channels_last" if self.memory_format == torch.channels_last else "default"
-                seen.setdefault(layout, []).append(
-                    (x.is_contiguous(memory_format=torch.channels_last), x.is_contiguous()))
-            return super().get_action_and_value(x, action)
+            conv = self.network[0]
+            layout = "channels_last" if conv.weight.is_contiguous(memory_format=torch.channels_last) else "default"
+            inputs = []
+            hook = conv.register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+            try:
+                out = super().get_action_and_value(x, action)
+            finally:
+                hook.remove()
+            float_input = inputs[0]
+            seen.setdefault(layout, []).append((x.dtype == torch.uint8 and x.is_contiguous(),
+                                                float_input.is_contiguous(memory_format=torch.channels_last),
+                                                float_input.is_contiguous()))
+            return out
 
     monkeypatch.setattr(throughput, "load_agent_class", lambda: Recording)
     with contextlib.ExitStack() as close:
         forms = throughput.network_forms(8, try_compile=False, only=["default", "channels_last"], close=close)
-        for _, infer, _, _ in forms:
+        for _, infer, train, _ in forms:
             infer()
-    assert set(seen) == {"default", "channels_last"}
-    assert all(last and not plain for last, plain in seen["channels_last"])
-    assert all(plain and not last for last, plain in seen["default"])
+            train()
+    assert set(seen) == {"default", "channels_last"}  # inference and training calls of each
+    assert all(nchw_frames and last and not plain for nchw_frames, last, plain in seen["channels_last"])
+    assert all(nchw_frames and plain and not last for nchw_frames, last, plain in seen["default"])
+    # the conversion changes the layout, not the numbers
+    torch.manual_seed(0)
+    channels_last = script_agent(throughput._Spaces)
+    default = throughput.in_memory_format(script_agent(throughput._Spaces), torch.contiguous_format)
+    default.load_state_dict(channels_last.state_dict())
+    frames = torch.randint(0, 256, (4, 4, 84, 84), dtype=torch.uint8)
+    with torch.inference_mode():
+        torch.testing.assert_close(default.get_value(frames), channels_last.get_value(frames), rtol=1e-5, atol=1e-5)
 
 
 def test_raw_emulation_leaves_the_game_resets_out(monkeypatch):

@@ -209,6 +209,23 @@ class _Spaces:  # what Agent reads from the vector env
         n = 4
 
 
+def in_memory_format(agent: torch.nn.Module, memory_format: torch.memory_format) -> torch.nn.Module:
+    """The script's ``agent`` with its convolutions in ``memory_format``: the script's own agent for channels_last
+    (its layout), else its weights converted and its float input made in that layout (the script's ``hidden``, which
+    converts to channels_last, replaced on this instance by the same conversion to ``memory_format``). The network's
+    numbers are the same; only the layout the convolutions run in differs."""
+    if memory_format == torch.channels_last:
+        return agent
+    agent.to(memory_format=memory_format)
+    network = agent.network
+
+    def hidden(x: torch.Tensor) -> torch.Tensor:  # as the script's: a float copy, scaled in place
+        return network(x.to(torch.float32, memory_format=memory_format, copy=True).div_(255.0))
+
+    agent.hidden = hidden
+    return agent
+
+
 def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
                   close: Optional[contextlib.ExitStack] = None,
                   ) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
@@ -231,7 +248,7 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
     forms = []
     for name, memory_format, compiled in specs:
         torch.manual_seed(0)
-        agent = agent_class(_Spaces, memory_format=memory_format).to(device)
+        agent = in_memory_format(agent_class(_Spaces), memory_format).to(device)
         if name == SLICED_FORM:  # as the scripts slice it (its workers start at the first call, on 1 thread)
             agent.hidden = SlicedInference(agent.hidden, slices)
             if close is not None:
@@ -240,18 +257,16 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
         # as the scripts compile it: one graph per batch shape
         forward = torch.compile(agent.get_action_and_value, dynamic=False) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)  # as in the script
-        # the script's rollout buffer holds its frames in the network's memory format: so do these frames (in another
-        # layout the forward would time a transposing copy that the rollout does not make)
-        frames_cpu, batch = (x.contiguous(memory_format=memory_format) for x in (frames_nchw, batch_nchw))
-
-        def infer(forward=forward, frames_cpu=frames_cpu) -> int:  # as in the rollout: frames up, actions back
+        # every form gets the frames as the script's rollout and minibatches feed them, plain NCHW uint8: the
+        # conversion to the form's float layout is part of each form's forward, as it is of the script's
+        def infer(forward=forward) -> int:  # as in the rollout: frames up, actions back
             with torch.inference_mode():
-                action, _, _, _ = forward(frames_cpu.to(device))
+                action, _, _, _ = forward(frames_nchw.to(device))
                 action.cpu()
             return num_envs
 
-        def train(forward=forward, agent=agent, optimizer=optimizer, batch=batch) -> int:
-            _, logprob, entropy, value = forward(batch, batch_actions)
+        def train(forward=forward, agent=agent, optimizer=optimizer) -> int:
+            _, logprob, entropy, value = forward(batch_nchw, batch_actions)
             loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * (value**2).mean()
             optimizer.zero_grad()
             loss.backward()
