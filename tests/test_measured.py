@@ -41,6 +41,30 @@ def test_tree_sampler_counts_a_busy_child_and_its_grandchild():
     assert len(tree.busy) >= 5
 
 
+# a launcher in the manner of torchrun: itself idle, two workers with RANK set; rank 1 starts a busy child of its own,
+# which inherits its RANK
+LAUNCHER = textwrap.dedent("""
+    import os, subprocess, sys
+    workers = [subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[1], *(["spawn"] if rank else [])],
+                                env=dict(os.environ, RANK=str(rank)), stdout=subprocess.PIPE, text=True)
+               for rank in (0, 1)]
+    for worker in workers:
+        print(sum(float(x) for x in worker.communicate()[0].split()), flush=True)
+""")
+
+
+def test_tree_sampler_counts_the_cpu_of_each_rank_with_the_processes_it_started():
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, BUSY], stdout=subprocess.PIPE, text=True)
+    with measured.TreeSampler(proc.pid, interval=0.1, cores=2) as tree:
+        out, _ = proc.communicate(timeout=60)
+    reported = [float(x) for x in out.split()]  # each rank's CPU seconds, its child's included
+    assert len(reported) == 2 and reported[1] >= 1.6 > reported[0] >= 0.8
+    assert sorted(tree.rank_cpu_seconds) == [0, 1]
+    for rank in (0, 1):
+        assert tree.rank_cpu_seconds[rank] == pytest.approx(reported[rank], rel=0.15)
+    assert tree.rank_cores_busy[1] == pytest.approx(tree.rank_cpu_seconds[1] / (tree._wall - tree._start))
+
+
 def test_tree_sampler_of_an_idle_process_is_near_zero():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     with measured.TreeSampler(proc.pid, interval=0.1, cores=2) as tree:
@@ -102,6 +126,7 @@ def test_a_measured_run_reports_its_gpus_and_cpu(tmp_path, monkeypatch):
     assert result.returncode == 0 and result.output.strip() == "done"
     assert result.gpu_percents == {"GPU-aaaa": 10.0, "GPU-bbbb": 55.0} and result.gpu_percent == 32.5
     assert result.tree_busy > 0 and result.peak_rss_mib > 1
+    assert result.rank_cores_busy == {}  # no torchrun ranks in it
 
 
 def test_a_measured_run_leads_its_group_in_this_session_and_a_timeout_stops_all_of_it(tmp_path):

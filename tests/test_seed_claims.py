@@ -197,6 +197,10 @@ def test_quick_run_end_to_end(tmp_path):
     assert f"`{base['command']}` |" in text and "ppo_atari.py --vector-env sync --num-envs 1 " in base["command"]
     for row in data["configs"] + data["ranks"]:
         assert 0 < row["tree_busy"] <= 1.05 and row["wall_s"] < time.time() - start
+        # the time split as rank 0 logged it (the perf/* scalars), over the whole run
+        assert set(row["perf"]) == {"steps", "env", "inference", "learn"} and row["perf"]["env"] > 0, row["perf"]
+    assert base["perf"]["steps"] == 2 * 128 and parallel["perf"]["steps"] == 2 * 2 * 128  # 2 iterations each
+    assert sorted(data["ranks"][1]["rank_cores_busy"]) == ["0", "1"]  # the two ranks' CPU, seen from outside
     assert [r["ranks"] for r in data["ranks"]] == [1, 2]
     assert data["sweep"]["rows"][0]["runs"] == parallel["runs"]  # 1 env per core on 2 cores: the same runs
     grad = data["gradient"]

@@ -94,6 +94,40 @@ def test_logged_sps_reads_overall_and_steady_state_rates(tmp_path):
     assert throughput.logged_sps(str(tmp_path / "empty")) == (None, None)
 
 
+def test_an_end_to_end_row_is_read_from_the_runs_log(monkeypatch, tmp_path):
+    """SPS and the time split come from the scalars the script logs (charts/SPS, perf/*), not from its output."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    def fake_run(command, workdir, timeout=300, env=None):
+        runs = command[command.index("--runs-dir") + 1]
+        writer = SummaryWriter(f"{runs}/some_run")
+        for k, step in enumerate((1024, 2048, 3072)):
+            writer.add_scalar("charts/SPS", 256, step, walltime=100.0 + 4 * k)  # 3,072 steps in 12 s
+            writer.add_scalar("perf/env_seconds", 1.0 + k, step)
+            writer.add_scalar("perf/inference_seconds", 0.5, step)
+            writer.add_scalar("perf/learn_seconds", 1.0, step)
+        writer.close()
+        m = SimpleNamespace(returncode=0, wall_s=20.0, machine_cpu_percent=90.0, gpu_percent=None, peak_rss_mib=500.0)
+        return "a run that prints no summary of its own\n", m
+
+    monkeypatch.setattr(throughput, "measured_run", fake_run)
+    args = Args(num_envs=8, e2e_iterations=3)
+    row = throughput.end_to_end("ale", args, str(tmp_path))
+    assert row["sps"] == 256.0 and row["steady_sps"] == pytest.approx(2048 / 8.0) and row["seconds"] == 12.0
+    assert (row["env"], row["inference"], row["learn"]) == pytest.approx((6.0, 1.5, 3.0))
+    assert row["other"] == pytest.approx(1.5) and row["steps"] == 3072
+    assert row["steady_phases"] == (2048, pytest.approx({"env": 5.0, "inference": 1.0, "learn": 2.0}))
+    assert throughput.logged_phases(str(tmp_path / "runs_ale_1")) == (3072, pytest.approx(
+        {"env": 6.0, "inference": 1.5, "learn": 3.0}))
+
+    def failed_run(command, workdir, timeout=300, env=None):  # what it logged before it failed does not count
+        fake_run(command, workdir)
+        return "error: something broke\n", SimpleNamespace(returncode=1, wall_s=3.0)
+
+    monkeypatch.setattr(throughput, "measured_run", failed_run)
+    assert throughput.end_to_end("ale", args, str(tmp_path), attempt=2)["error"] == "error: something broke"
+
+
 def test_the_loops_phases_are_those_of_the_steady_iterations(tmp_path):
     """The per-phase times in the loop leave out the first iteration, as the steady SPS does (and as the parts timed
     alone leave out their warm-up)."""

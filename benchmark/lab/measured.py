@@ -1,6 +1,7 @@
-"""A command run and measured while it runs, for the benchmark tools (throughput.py, seed_claims.py, gpu_check.py):
-the CPU use of its process tree, the machine's CPU use, the use of every GPU this process's CUDA would see, and the
-tree's peak resident memory."""
+"""A command run and measured while it runs, for the lab (throughput.py, seed_claims.py, gpu_check.py,
+multigpu_sps.py): the CPU use of its process tree (and of each torchrun rank in it), the machine's CPU use, the use of
+every GPU this process's CUDA would see, and the tree's peak resident memory. All of it from outside the run (psutil,
+nvidia-smi): the measured scripts report nothing for it."""
 
 from __future__ import annotations
 
@@ -42,6 +43,16 @@ DEVICES_EXPR = (
 )
 """a Python expression (torch imported): the (name, UUID) of every GPU torch sees, in CUDA's order"""
 _PROBE = f"import json, torch; print(json.dumps({DEVICES_EXPR}))"
+
+
+def rank_of(proc: psutil.Process) -> Optional[int]:
+    """The torchrun rank a process works for (its ``RANK`` variable, inherited by the processes a rank starts), or
+    None; a process whose environment can't be read counts as none."""
+    try:
+        rank = proc.environ().get("RANK")
+    except psutil.AccessDenied:
+        return None
+    return int(rank) if rank is not None and rank.isdigit() else None
 
 
 def _gpu_uuid(uuid: str) -> str:
@@ -94,6 +105,9 @@ class TreeSampler:
     but a child that lives shorter than one interval still counts. The CPU time of a process's last interval before
     it exits is lost (keep the interval short against the run). Also the machine's CPU % (all processes, others'
     included), the tree's resident memory, and the utilisation of each GPU of `gpus` (UUIDs).
+
+    Per rank: the CPU seconds of the processes whose environment names a torchrun rank (``RANK``, which torchrun
+    sets for its workers and their env processes inherit), by rank (`rank_cpu_seconds`); torchrun itself has none.
     """
 
     def __init__(self, pid: int, interval: float = 0.5, cores: Optional[int] = None, gpus: Sequence[str] = ()):
@@ -107,6 +121,8 @@ class TreeSampler:
         self.gpus = list(gpus)
         self.gpu: dict[str, list[float]] = {uuid: [] for uuid in self.gpus}
         self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
+        self._ranks: dict[tuple[int, float], Optional[int]] = {}  # (pid, create time) -> its RANK, None: not a rank's
+        self.rank_cpu_seconds: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._wall = time.perf_counter()
@@ -118,20 +134,27 @@ class TreeSampler:
             tree = [self.root] + self.root.children(recursive=True)
         except psutil.Error:
             return
-        used, rss = 0.0, 0
+        used, rss, by_rank = 0.0, 0, {}
         for proc in tree:
             try:
                 key = (proc.pid, proc.create_time())
                 times = proc.cpu_times()
                 rss += proc.memory_info().rss
+                if key not in self._ranks:
+                    self._ranks[key] = rank_of(proc)
             except psutil.Error:
                 continue
             now = times.user + times.system
             used += now - self._last.get(key, 0.0)
+            if self._ranks[key] is not None:
+                rank = self._ranks[key]
+                by_rank[rank] = by_rank.get(rank, 0.0) + now - self._last.get(key, 0.0)
             self._last[key] = now
         wall = time.perf_counter()
         if count:
             self.cpu_seconds += used
+            for rank, seconds in by_rank.items():
+                self.rank_cpu_seconds[rank] = self.rank_cpu_seconds.get(rank, 0.0) + seconds
             self.busy.append(used / max(wall - self._wall, 1e-9) / self.cores)
             self.machine_cpu.append(psutil.cpu_percent(None))
             self.peak_rss = max(self.peak_rss, rss)
@@ -149,6 +172,12 @@ class TreeSampler:
     def mean_busy(self) -> float:
         """CPU seconds of the tree / (wall seconds x cores) over the sampled time."""
         return self.cpu_seconds / max(self._wall - self._start, 1e-9) / self.cores
+
+    @property
+    def rank_cores_busy(self) -> dict[int, float]:
+        """Cores each rank kept busy: its CPU seconds (with its env processes) / the sampled wall seconds."""
+        wall = max(self._wall - self._start, 1e-9)
+        return {rank: seconds / wall for rank, seconds in sorted(self.rank_cpu_seconds.items())}
 
     def __enter__(self) -> "TreeSampler":
         self._thread.start()
@@ -178,6 +207,9 @@ class Measured:
     peak_rss_mib: float
     gpu_percents: dict[str, float] = field(default_factory=dict)
     """mean utilisation of each visible GPU, by UUID"""
+    rank_cores_busy: dict[int, float] = field(default_factory=dict)
+    """cores each torchrun rank kept busy over the run's wall time (its CPU time with its env processes), by rank;
+    empty for a run without ranks"""
 
 
 def repo_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
@@ -217,5 +249,5 @@ def run_measured(command: list[str], cwd: str, timeout: float, interval: float =
         tree_busy_p90=float(np.percentile(tree.busy, 90)) if tree.busy else float("nan"),
         machine_cpu_percent=float(np.mean(tree.machine_cpu)) if tree.machine_cpu else None,
         gpu_percent=float(np.mean(list(per_gpu.values()))) if per_gpu else None, peak_rss_mib=tree.peak_rss / 2**20,
-        gpu_percents=per_gpu,
+        gpu_percents=per_gpu, rank_cores_busy=tree.rank_cores_busy,
     )

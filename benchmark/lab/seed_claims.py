@@ -165,7 +165,8 @@ def torchrun_command(args: Args, ranks: int, backend: str, runs: str) -> list[st
 
 
 def measure(name: str, command: list[str], runs: str, timeout: float, batch: int) -> dict[str, Any]:
-    """One run: SPS from its TensorBoard log (rank 0 logs), CPU use of its process tree, its ``perf:`` split."""
+    """One run: SPS and its time split from its TensorBoard log (rank 0 logs; the ``perf/*`` scalars), the CPU use
+    of its process tree from outside."""
     m = run_measured(command, os.path.dirname(runs), timeout)
     sps, steady = throughput.logged_sps(runs)
     # as typed in the repository; the runs folder is a temporary one
@@ -179,9 +180,9 @@ def measure(name: str, command: list[str], runs: str, timeout: float, batch: int
         return row
     row.update(sps=sps, steady_sps=steady)
     row["iteration_s"] = batch / throughput.steady(row)
-    perf = re.search(r"^perf: (.*)$", m.output, re.M)
-    if perf:  # ppo_atari.py's whole-run split: env / inference / learn seconds
-        row["perf"] = {k: float(v) for k, v in (item.split("=") for item in perf.group(1).split())}
+    split = throughput.logged_phases(runs)
+    if split:  # the whole run's steps and its env / inference / learn seconds
+        row["perf"] = {"steps": split[0], **split[1]}
     return row
 
 

@@ -11,7 +11,7 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    ``1 / (1/inference + epochs/training)`` agent steps/s; on 2+ cores also the scripts' rollout form, the batch in
    slices on one thread each (``channels_last+slices``, ``cleanrl_utils/sliced.py``);
 4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
-   first iteration (steady state), its time split (env / inference / learning, from the script's ``perf:`` line),
+   first iteration (steady state), its time split (env / inference / learning, from the ``perf/*`` scalars it logs),
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
    (process tree); then, for the fastest plain backend (the fastest env-only at the run's env count:
    ``repeated_backend``), ``--e2e-repeats`` more runs, each between two fresh measurements of the combined bound,
@@ -367,19 +367,31 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     return events[-1].value, steady
 
 
-def logged_steady_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
-    """(steps, seconds per phase) of the iterations after the first, from the run's ``perf/<phase>_seconds`` events:
-    the phases of the steady-state SPS's iterations (the first one's first calls of the network and of the envs left
-    out, as the parts timed alone leave out their warm-up). None without two logged iterations."""
+def _phase_sums(runs_dir: str, skip: int) -> Optional[tuple[int, dict[str, float]]]:
+    """(steps, seconds per phase) of the logged iterations after the first ``skip``, from the run's
+    ``perf/<phase>_seconds`` events (the wall seconds of each iteration spent in each phase, which the scripts log
+    at every iteration's step). None without more than ``skip`` logged iterations."""
     acc = _logged_run(runs_dir)
     if acc is None:
         return None
     sps = acc.Scalars("charts/SPS")
     tags = [t for t in acc.Tags()["scalars"] if t.startswith("perf/") and t.endswith("_seconds")]
-    if len(sps) < 2 or not tags:
+    if len(sps) <= skip or not tags:
         return None
-    phases = {t[len("perf/") : -len("_seconds")]: sum(e.value for e in acc.Scalars(t)[1:]) for t in tags}
-    return sps[-1].step - sps[0].step, phases
+    phases = {t[len("perf/") : -len("_seconds")]: sum(e.value for e in acc.Scalars(t)[skip:]) for t in tags}
+    return sps[-1].step - (sps[skip - 1].step if skip else 0), phases
+
+
+def logged_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
+    """(steps, seconds per phase) of the whole run (a run from step 0), from its ``perf/<phase>_seconds`` events."""
+    return _phase_sums(runs_dir, 0)
+
+
+def logged_steady_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
+    """(steps, seconds per phase) of the iterations after the first, from the run's ``perf/<phase>_seconds`` events:
+    the phases of the steady-state SPS's iterations (the first one's first calls of the network and of the envs left
+    out, as the parts timed alone leave out their warm-up). None without two logged iterations."""
+    return _phase_sums(runs_dir, 1)
 
 
 def measured_run(command: list[str], workdir: str, timeout: float = 300,
@@ -473,21 +485,23 @@ def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = 
                "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
                "--env-id", args.env_id, *extra]
     out, m = measured_run(command, workdir, 300 if not label else 900, extra_env)
-    match = re.search(r"^perf: (.*)$", out, re.M)
     row: dict[str, Any] = {"backend": name, "wall_s": m.wall_s, "steps": steps}
-    if match is None:
+    sps, steady_sps = logged_sps(runs)
+    whole = logged_phases(runs)
+    if m.returncode != 0 or not sps or whole is None:
         row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
         return row
-    fields = dict(item.split("=") for item in match.group(1).split())
-    seconds = float(fields["seconds"])
+    logged_steps, phases = whole
+    # the training loop's wall time: the script logs SPS as its steps over the seconds since the loop started
+    seconds = logged_steps / sps
     row.update(
-        sps=float(fields["steps_per_second"]),
-        steady_sps=logged_sps(runs)[1],
+        sps=float(sps),
+        steady_sps=steady_sps,
         steady_phases=logged_steady_phases(runs),
         seconds=seconds,
-        env=float(fields.get("env", 0)),
-        inference=float(fields.get("inference", 0)),
-        learn=float(fields.get("learn", 0)),
+        env=phases.get("env", 0.0),
+        inference=phases.get("inference", 0.0),
+        learn=phases.get("learn", 0.0),
         cpu_percent=m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan"),
         gpu_percent=m.gpu_percent,
         peak_rss_mib=m.peak_rss_mib,
