@@ -34,6 +34,8 @@ from cleanrl_utils.vector_envs import FRAME_SKIP, MAX_EPISODE_FRAMES
 
 SCRIPT = "cleanrl/ppo_atari.py"
 MULTIGPU_SCRIPT = "cleanrl/ppo_atari_multigpu.py"
+MULTIGPU_MODEL = "ppo_atari_multigpu.cleanrl_model"
+"""what --save-model writes in the run folder (the default --exp-name is the script's name)"""
 HOST_SYNCS = re.compile(r"host syncs: rollout step ([\d.]+), minibatch ([\d.]+), iteration rest ([\d.]+) \((.+)\)")
 
 BUDGET_S = 310.0
@@ -363,21 +365,33 @@ class Check:
                          f"{r['iteration_rest']:g} per iteration besides ({r['how']})" for r in rows)
 
     def torchrun_ranks(self, ranks: int, end: float) -> str:
+        """The multi-GPU script under torchrun with --save-model, each rank run by `rank_params`, which hashes the
+        parameters the rank ended with (and rank 0 the saved model): one model on all ranks, and the one saved."""
+        from benchmark.lab.rank_params import MODEL_HASH, rank_hashes
         from benchmark.lab.throughput import logged_sps
 
         backend = ["--no-cuda"] if self.args.cpu else (["--backend", "nccl"] if ranks == 1 else [])
-        args = self.ppo(f"runs_torchrun{ranks}", self.sizes.sps_iterations, *backend, script=MULTIGPU_SCRIPT,
-                        num_steps=self.long_steps)
-        m = self.run(self.torchrun(ranks) + args, end)
+        runs = f"runs_torchrun{ranks}"
+        args = self.ppo(runs, self.sizes.sps_iterations, *backend, "--save-model", "--run-name", "torchrun",
+                        script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
+        hashes, model = self.workdir / f"params_torchrun{ranks}", self.workdir / runs / "torchrun" / MULTIGPU_MODEL
+        m = self.run(self.torchrun(ranks, "-m", "benchmark.lab.rank_params", str(hashes), "--model", str(model))
+                     + args, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         world = re.search(r"world size (\d+) \((\w+), (\w+)\)", m.output)
         expect(world is not None, "no 'world size' line")
-        expect(f"parameters identical on all {ranks} ranks" in m.output or ranks == 1, "the ranks' parameters differ")
-        sps, steady = logged_sps(str(self.workdir / f"runs_torchrun{ranks}"))
+        found = rank_hashes(hashes)
+        expect(sorted(found) == list(range(ranks)), f"parameter hashes of ranks {sorted(found)}, not of all {ranks}")
+        expect(len(set(found.values())) == 1, f"the ranks' parameters differ: {found}")
+        saved = (hashes / MODEL_HASH).read_text().strip() if (hashes / MODEL_HASH).exists() else None
+        expect(saved == found[0], f"the saved model ({saved}) is not what the ranks ended with ({found[0]})")
+        sps, steady = logged_sps(str(self.workdir / runs))
         self.figures[f"torchrun_{ranks}"] = {"backend": world[2], "device": world[3], "sps": sps,
-                                             "steady_sps": steady, "gpu_percent": m.gpu_percent}
+                                             "steady_sps": steady, "gpu_percent": m.gpu_percent,
+                                             "params_sha256": found[0]}
         note = re.search(r"^note: local ranks.*$", m.output, re.M)
-        return f"{ranks} rank(s), {world[2]} on {world[3]}, {steady or sps or 0:,.0f} steady SPS" + (
+        same = "the saved model is the rank's" if ranks == 1 else f"the {ranks} ranks' parameters identical, as saved"
+        return f"{ranks} rank(s), {world[2]} on {world[3]}, {steady or sps or 0:,.0f} steady SPS, {same}" + (
             f"; {note[0]}" if note else "")
 
     def killed_worker(self, end: float) -> str:

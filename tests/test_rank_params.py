@@ -1,0 +1,67 @@
+"""benchmark/lab/rank_params.py: the hash of the parameters each torchrun rank ended with, and of the saved model,
+read from outside the script (gpu_check's torchrun steps rely on it)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import REPO_ROOT, load_script, run_script
+
+from benchmark.lab import rank_params
+
+MULTIGPU = "cleanrl/ppo_atari_multigpu.py"
+FAST = {"OMP_NUM_THREADS": "1"}
+
+
+class _Spaces:
+    class single_action_space:  # noqa: N801
+        n = 4
+
+
+def test_the_hash_is_of_names_and_values_not_of_the_memory_layout(tmp_path):
+    torch.manual_seed(0)
+    agent = load_script("cleanrl/ppo_atari.py", "ppo_atari_for_rank_params").Agent(_Spaces)  # channels_last
+    digest = rank_params.params_sha256(agent.state_dict())
+    nchw = {name: tensor.contiguous() for name, tensor in agent.state_dict().items()}
+    assert rank_params.params_sha256(nchw) == digest
+    torch.save({"model": agent.state_dict(), "env_id": "BreakoutNoFrameskip-v4"}, tmp_path / "m.cleanrl_model")
+    assert rank_params.saved_model_sha256(tmp_path / "m.cleanrl_model") == digest
+    changed = dict(nchw, **{"critic.bias": nchw["critic.bias"] + 1e-7})
+    assert rank_params.params_sha256(changed) != digest
+    renamed = {("x" + name): tensor for name, tensor in nchw.items()}
+    assert rank_params.params_sha256(renamed) != digest
+
+
+def test_the_ranks_hashes_are_read_back_by_rank(tmp_path):
+    (tmp_path / "rank0.sha256").write_text("aa\n")
+    (tmp_path / "rank1.sha256").write_text("bb\n")
+    (tmp_path / rank_params.MODEL_HASH).write_text("aa\n")
+    assert rank_params.rank_hashes(tmp_path) == {0: "aa", 1: "bb"}
+    assert rank_params.rank_hashes(tmp_path / "none") == {}
+
+
+def test_a_missing_script_is_a_one_line_error(tmp_path):
+    result = run_script(["-m", "benchmark.lab.rank_params", str(tmp_path / "out"), "nowhere.py"], cwd=tmp_path,
+                        timeout=120)
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [  # (run_script makes the path absolute)
+        f"error: no such script: {REPO_ROOT / 'nowhere.py'} (give the training script after OUT, then its arguments)"]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.torchrun
+def test_two_ranks_end_with_one_model_and_save_it(tmp_path):
+    model = tmp_path / "runs" / "two" / "ppo_atari_multigpu.cleanrl_model"
+    result = run_script(
+        ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2", "-m",
+         "benchmark.lab.rank_params", str(tmp_path / "hashes"), "--model", str(model), str(REPO_ROOT / MULTIGPU),
+         "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
+         "--total-timesteps", "64", "--no-progress-bar", "--save-model", "--run-name", "two", "--runs-dir",
+         str(tmp_path / "runs")],
+        cwd=tmp_path, timeout=300, env=FAST,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    hashes = rank_params.rank_hashes(tmp_path / "hashes")
+    assert sorted(hashes) == [0, 1] and hashes[0] == hashes[1]
+    assert (tmp_path / "hashes" / rank_params.MODEL_HASH).read_text().strip() == hashes[0]
+    assert rank_params.saved_model_sha256(model) == hashes[0]
