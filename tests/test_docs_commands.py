@@ -219,8 +219,9 @@ INTERNAL = re.compile(r"\bissue #?[0-9]+|/work/|\bat [0-9a-f]{7}\b")
 
 
 def user_facing_lines_matching(pattern: re.Pattern) -> list[str]:
-    """`path:line: text` of every line of the docs, benchmark scripts and code that `pattern` finds."""
-    sources = [*USER_FACING, *REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py")]
+    """`path:line: text` of every line of the docs, benchmark scripts and code (the lab's too) that `pattern` finds."""
+    sources = [*USER_FACING, *REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py"),
+               *REPO_ROOT.glob("benchmark/**/*.py")]
     return [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
             for path in sources for number, line in enumerate(path.read_text().splitlines(), 1)
             if pattern.search(line)]
@@ -255,7 +256,8 @@ def test_help_texts_have_no_stray_line_breaks_and_quote_the_extras():
         broken = {name: doc for name, doc in docs.items() if "\n" in doc}
         assert not broken, f"{script.name}: {broken}"
     # `pip install -e .[track]` unquoted is a glob in zsh ("no matches found"): every hint quotes the extra
-    sources = [*REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py"), *USER_FACING]
+    sources = [*REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py"),
+               *REPO_ROOT.glob("benchmark/**/*.py"), *USER_FACING]
     unquoted = [f"{path.relative_to(REPO_ROOT)}: {m.group(0)}" for path in sources
                 for m in re.finditer(r"pip install -e \.\[\w+\]", path.read_text())]
     assert not unquoted, "\n".join(unquoted)

@@ -57,7 +57,13 @@ def torchrun(setting: str) -> list[str]:
     return shlex.split(setting) if setting else [sys.executable, "-m", "torch.distributed.run"]
 
 
-def main(environ: Mapping[str, str]) -> int:
+def main(argv: list[str], environ: Mapping[str, str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if argv:
+        raise SystemExit(f"error: no arguments ({' '.join(argv)}): the settings come from the environment, as "
+                         "benchmark/multigpu_sps.sh --help lists them")
     s = {key: environ.get(key) or default for key, default in DEFAULTS.items()}
     num_envs, num_steps, iterations = int(s["NUM_ENVS"]), int(s["NUM_STEPS"]), int(s["ITERATIONS"])
     out = Path(environ.get("OUT") or "")
@@ -97,4 +103,4 @@ def main(environ: Mapping[str, str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(os.environ))
+    sys.exit(main(sys.argv[1:], os.environ))
