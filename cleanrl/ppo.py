@@ -1,13 +1,12 @@
 # PPO for classic-control tasks with discrete actions (CartPole-v1 by default), CleanRL style, on gymnasium 1.x.
-# It is the project's quick learning check: with these (CleanRL's) defaults, the mean return of the last 20
-# CartPole-v1 episodes passes 195 within 100k steps, about a minute on 2 CPU cores.
+# Docs of the original: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy
+# With these (CleanRL's) defaults the mean return of the last 20 CartPole-v1 episodes passes 195 within 100k steps.
+# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
-# Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): must be set before torch loads; an
-# explicit OMP_WAIT_POLICY wins.
+# Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): set before torch loads
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import random
-import signal
 import sys
 import time
 from collections import deque
@@ -23,11 +22,12 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanrl_utils.resume import interrupts_ignored
-from cleanrl_utils.validation import check_batch, check_box_observations, check_can_record_video, check_discrete_actions, check_not_atari_env_id, check_positive, fail, make_probe_env
-from cleanrl_utils.resume import prepare_run_dir
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.validation import Count
+from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
+from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
+from cleanrl_utils.validation import Count, check_batch, check_box_observations, check_can_record_video
+from cleanrl_utils.validation import check_discrete_actions, check_extras, check_non_negative, check_not_atari_env_id
+from cleanrl_utils.validation import check_positive, make_probe_env
 
 
 @dataclass
@@ -49,9 +49,15 @@ class Args:
     capture_video: bool = False
     """whether to capture videos of the agent performances (env 0, under `videos/{run_name}`; needs `.[video]`)"""
     save_model: bool = False
-    """whether to save the model weights to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model`"""
+    """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
     runs_dir: str = "runs"
-    """the directory under which each run writes its TensorBoard logs (and saved model)"""
+    """the folder of the TensorBoard logs, checkpoints and saved models"""
+    run_name: str | None = None
+    """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
+    checkpoint_interval: int = 100
+    """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
+    resume: ResumeMode = "no"
+    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --cuda)"""
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
     vector_env: Literal["sync", "async"] = "sync"
@@ -115,21 +121,14 @@ def make_env(env_id, idx, capture_video, run_name):
 
 
 def make_vector_env(args, run_name):
-    # Autoreset mode SAME_STEP: when an episode ends, the env is reset inside that same step() and the returned
-    # obs is already the first obs of the next episode (the last obs goes to infos["final_obs"]). So every step we
-    # store is a real transition, `dones[t]` marks that obs[t] starts a new episode, and GAE's
-    # `nextnonterminal = 1 - dones[t + 1]` never bootstraps across an episode boundary. The default NEXT_STEP mode
-    # would instead spend one extra step() per episode on the reset, whose action is ignored and whose (zero-reward)
-    # "transition" would otherwise enter the batch. Truncation (CartPole's 500-step limit) is treated like
-    # termination, as in CleanRL: no bootstrap from the final obs.
+    """SAME_STEP autoreset: the step that ends an episode returns the next episode's first obs, so every stored step
+    is a real transition and `dones[t]` cuts GAE's bootstrap at episode boundaries (truncation counts as termination,
+    as in CleanRL). The vector-level RecordEpisodeStatistics reports finished episodes in infos["episode"]."""
     env_fns = [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)]
     if args.vector_env == "async":
         envs = gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     else:
         envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # the vector-level wrapper reads the autoreset mode from the vector env and counts SAME_STEP episodes right:
-    # infos["episode"]["r"/"l"] holds the finished episodes' stats where the mask infos["_episode"] is True
-    # (a per-env RecordEpisodeStatistics would hide them in infos["final_info"] in this mode)
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
@@ -170,9 +169,7 @@ class Agent(nn.Module):
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over one rollout; all tensors are [num_steps, num_envs] ([num_envs] for
-    next_value/next_done). `dones[t]` = 1 means obs[t] is the first observation of a new episode, so the step
-    t-1 -> t ended an episode and must not bootstrap from values[t]."""
+    """GAE over [num_steps, num_envs]; `dones[t]` = 1: obs[t] starts an episode, so values[t] is not bootstrapped."""
     num_steps = rewards.shape[0]
     advantages = torch.zeros_like(rewards)
     lastgaelam = 0
@@ -185,27 +182,17 @@ def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda
             nextvalues = values[t + 1]
         delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
         advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-    returns = advantages + values
-    return advantages, returns
-
-
-def raise_keyboard_interrupt(signum, frame):
-    # SIGTERM (e.g. from a job scheduler) stops the run the same way Ctrl-C does: logs closed, model saved
-    raise KeyboardInterrupt
+    return advantages, advantages + values
 
 
 if __name__ == "__main__":
-    args = tyro.cli(Args)
+    args, run_name, ckpt = start_run(Args, __file__)  # a resume: the run's stored settings and its checkpoint
 
-    # ---- input checks: bad input stops here with one `error: ...` line, before any file is written ----
-    check_positive(
-        num_envs=args.num_envs,
-        num_steps=args.num_steps,
-        num_minibatches=args.num_minibatches,
-        update_epochs=args.update_epochs,
-        total_timesteps=args.total_timesteps,
-        learning_rate=args.learning_rate,
-    )
+    # bad input stops here with one `error: ...` line, before the run writes anything
+    check_positive(num_envs=args.num_envs, num_steps=args.num_steps, num_minibatches=args.num_minibatches,
+                   update_epochs=args.update_epochs, total_timesteps=args.total_timesteps,
+                   learning_rate=args.learning_rate)  # fmt: skip
+    check_non_negative(checkpoint_interval=args.checkpoint_interval)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
     check_not_atari_env_id(args.env_id)  # before the probe env: an Atari game's pixels would pass as a Box
     probe_env = make_probe_env(args.env_id)
@@ -214,52 +201,14 @@ if __name__ == "__main__":
     probe_env.close()
     if args.capture_video:
         check_can_record_video(args.env_id)
-    if args.track:
-        try:
-            import wandb
-        except ImportError:
-            fail("--track needs wandb: pip install -e '.[track]'")
-
+    check_extras(track=args.track)
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run_dir = prepare_run_dir(os.path.join(args.runs_dir, run_name))
     cuda = args.cuda and torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    device_text = f"cuda ({torch.cuda.get_device_name(device)})" if cuda else "cpu"
-    if args.cuda and not cuda:
-        device_text += " (no CUDA device found: runs on CPU)"
-    iterations = f"{args.num_iterations} iteration{'s' if args.num_iterations != 1 else ''}"
-    print(
-        f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
-        f"{args.minibatch_size}, {iterations}, device {device_text}, logs in {run_dir}",
-        flush=True,
-    )
-    if args.num_iterations * args.batch_size != args.total_timesteps:
-        print(
-            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-            f"runs {args.num_iterations * args.batch_size} steps",
-            flush=True,
-        )
 
-    # ---- setup: logging, seeding, envs, agent ----
-    if args.track:
-        wandb.init(
-            project=args.wandb_project_name,
-            entity=args.wandb_entity,
-            sync_tensorboard=True,
-            config=vars(args),
-            name=run_name,
-            monitor_gym=True,
-            save_code=True,
-        )
-    writer = SummaryWriter(run_dir)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-    )
-
+    # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -267,176 +216,195 @@ if __name__ == "__main__":
 
     with interrupts_ignored():  # async env workers ignore Ctrl-C: this process stops them when it stops
         envs = make_vector_env(args, run_name)
-
     agent = Agent(envs).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
+    state = {"agent": agent, "optimizer": optimizer}
 
-    # ALGO Logic: Storage setup
+    run_dir, ckpt = open_run(args, run_name, state, __file__, ckpt=ckpt)  # the run folder is made here
+    start_iteration, global_step, recent_returns = 0, 0, deque(maxlen=20)
+    if ckpt is not None:
+        load_state(state, ckpt)
+        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
+        recent_returns.extend(ckpt["recent_returns"])
+        restore_rng(ckpt, 0, 1, args.seed, device)
+
+    device_text = f"cuda ({torch.cuda.get_device_name(device)})" if cuda else "cpu"
+    device_text += " (no CUDA device found: runs on CPU)" if args.cuda and not cuda else ""
+    print(f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
+          f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations != 1)}, device "
+          f"{device_text}, logs in {run_dir}", flush=True)
+    if ckpt is not None:
+        print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
+    elif args.num_iterations * args.batch_size != args.total_timesteps:
+        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+              f"runs {args.num_iterations * args.batch_size} steps", flush=True)
+    if args.track:
+        import wandb
+
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                   save_code=True)  # fmt: skip
+    # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
+    writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
+    table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)  # also at each resume's step
+
+    # ALGO Logic: Storage setup; rewards and done flags stay on the host until the rollout ends (one upload each)
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape).to(device)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape).to(device)
     logprobs = torch.zeros((args.num_steps, args.num_envs)).to(device)
-    # rewards and done flags stay on the host until the rollout ends: one upload each per rollout, not per step
     rewards = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    # TRY NOT TO MODIFY: start the game
-    global_step = 0
-    start_time = time.time()
-    next_obs, _ = envs.reset(seed=args.seed)
+    # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the envs'
+    # states are not in the checkpoint, so the episodes start anew)
+    start_time, start_step = time.time(), global_step
+    next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.Tensor(next_obs).to(device)
     next_done = np.zeros(args.num_envs, dtype=np.float32)
-    recent_returns = deque(maxlen=20)
-    # a bar on a terminal, else a progress line after the first iteration, then every 30 s and at the end
-    progress = Progress(args.num_iterations * args.batch_size, bar=args.progress_bar)
+    progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
+    stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
 
-    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)
-    interrupted = False
-    try:
-        for iteration in range(1, args.num_iterations + 1):
-            # Annealing the rate if instructed to do so.
-            if args.anneal_lr:
-                frac = 1.0 - (iteration - 1.0) / args.num_iterations
-                lrnow = frac * args.learning_rate
-                optimizer.param_groups[0]["lr"] = lrnow
+    for iteration in range(start_iteration + 1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
 
-            # ---- rollout ----
-            for step in range(0, args.num_steps):
-                global_step += args.num_envs
-                obs[step] = next_obs
-                dones[step] = next_done
+        for step in range(0, args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            dones[step] = next_done
 
-                # ALGO LOGIC: action logic
-                with torch.no_grad():
-                    action, logprob, _, value = agent.get_action_and_value(next_obs)
-                    values[step] = value.flatten()
-                actions[step] = action
-                logprobs[step] = logprob
-
-                # TRY NOT TO MODIFY: execute the game and log data.
-                # the action copy is the step's one host sync; the observation goes up without waiting
-                next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-                next_done = np.logical_or(terminations, truncations).astype(np.float32)
-                rewards[step] = reward
-                next_obs = torch.tensor(next_obs, dtype=torch.float32).to(device, non_blocking=True)
-
-                if "_episode" in infos:
-                    for i in np.flatnonzero(infos["_episode"]):
-                        episodic_return = float(infos["episode"]["r"][i])
-                        recent_returns.append(episodic_return)
-                        writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                        writer.add_scalar("charts/episodic_length", int(infos["episode"]["l"][i]), global_step)
-
-            # ---- advantages: bootstrap value if not done ----
+            # ALGO LOGIC: action logic
             with torch.no_grad():
-                next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages, returns = compute_gae(
-                    torch.from_numpy(rewards).to(device, non_blocking=True), values,
-                    torch.from_numpy(dones).to(device, non_blocking=True), next_value,
-                    torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
-                )
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
 
-            # flatten the batch
-            b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-            b_logprobs = logprobs.reshape(-1)
-            b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-            b_advantages = advantages.reshape(-1)
-            b_returns = returns.reshape(-1)
-            b_values = values.reshape(-1)
+            # TRY NOT TO MODIFY: execute the game and log data (the action copy is the step's one host sync)
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            rewards[step] = reward
+            next_obs = torch.tensor(next_obs, dtype=torch.float32).to(device, non_blocking=True)
 
-            # ---- update: optimizing the policy and value network ----
-            b_inds = np.arange(args.batch_size)
-            clipfracs = []
-            for epoch in range(args.update_epochs):
-                np.random.shuffle(b_inds)
-                for start in range(0, args.batch_size, args.minibatch_size):
-                    end = start + args.minibatch_size
-                    mb_inds = torch.from_numpy(b_inds[start:end]).to(device, non_blocking=True)  # no wait per minibatch
+            for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended on this step
+                episodic_return = float(infos["episode"]["r"][i])
+                recent_returns.append(episodic_return)
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", int(infos["episode"]["l"][i]), global_step)
 
-                    _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                        b_obs[mb_inds], b_actions.long()[mb_inds]
-                    )
-                    logratio = newlogprob - b_logprobs[mb_inds]
-                    ratio = logratio.exp()
+        # bootstrap value if not done
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+            advantages, returns = compute_gae(
+                torch.from_numpy(rewards).to(device, non_blocking=True), values,
+                torch.from_numpy(dones).to(device, non_blocking=True), next_value,
+                torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
+            )  # fmt: skip
 
-                    with torch.no_grad():
-                        # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                        old_approx_kl = (-logratio).mean()
-                        approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]  # read back once per iteration
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
 
-                    mb_advantages = b_advantages[mb_inds]
-                    if args.norm_adv:
-                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+        # Optimizing the policy and value network
+        b_inds = np.arange(args.batch_size)
+        clipfracs = []
+        for epoch in range(args.update_epochs):
+            np.random.shuffle(b_inds)
+            for start in range(0, args.batch_size, args.minibatch_size):
+                end = start + args.minibatch_size
+                mb_inds = torch.from_numpy(b_inds[start:end]).to(device, non_blocking=True)  # no wait per minibatch
 
-                    # Policy loss
-                    pg_loss1 = -mb_advantages * ratio
-                    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
+                logratio = newlogprob - b_logprobs[mb_inds]
+                ratio = logratio.exp()
 
-                    # Value loss
-                    newvalue = newvalue.view(-1)
-                    if args.clip_vloss:
-                        v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                        v_clipped = b_values[mb_inds] + torch.clamp(
-                            newvalue - b_values[mb_inds],
-                            -args.clip_coef,
-                            args.clip_coef,
-                        )
-                        v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                        v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                        v_loss = 0.5 * v_loss_max.mean()
-                    else:
-                        v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+                with torch.no_grad():
+                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                    old_approx_kl = (-logratio).mean()
+                    approx_kl = ((ratio - 1) - logratio).mean()
+                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]  # read back once per iteration
 
-                    entropy_loss = entropy.mean()
-                    loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
 
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                    optimizer.step()
+                # Policy loss
+                pg_loss1 = -mb_advantages * ratio
+                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
 
-                if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
-                    break
+                # Value loss
+                newvalue = newvalue.view(-1)
+                if args.clip_vloss:
+                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                    v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                    v_loss = 0.5 * v_loss_max.mean()
+                else:
+                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
 
-            # every number logged below comes back from the device in one transfer
-            numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
-            v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
-            y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
-            var_y = np.var(y_true)
-            explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+                entropy_loss = entropy.mean()
+                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
 
-            # ---- logging ----
-            sps = int(global_step / (time.time() - start_time))
-            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            writer.add_scalar("losses/value_loss", v_loss, global_step)
-            writer.add_scalar("losses/policy_loss", pg_loss, global_step)
-            writer.add_scalar("losses/entropy", entropy_loss, global_step)
-            writer.add_scalar("losses/old_approx_kl", old_approx_kl, global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl, global_step)
-            writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
-            writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            progress.update(args.batch_size, sps, list(recent_returns))
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        # also on Ctrl-C/SIGTERM: keep what was learned and logged so far
-        progress.close()
-        if args.save_model:
-            # weights plus what identifies them; written to a temporary file first, so a kill mid-write
-            # never leaves a truncated model behind
-            model_path = os.path.join(run_dir, f"{args.exp_name}.cleanrl_model")
-            saved = {"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}
-            torch.save(saved, model_path + ".tmp")
-            os.replace(model_path + ".tmp", model_path)
-            print(f"model saved to {model_path}")
-        envs.close()
-        writer.close()
-        if args.track:
-            wandb.finish()
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
 
-    if interrupted:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}", file=sys.stderr)
-        sys.exit(130)
+            if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
+                break
+
+        # every number logged below comes back from the device in one transfer
+        numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).tolist()
+        v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers
+        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+
+        # TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int((global_step - start_step) / (time.time() - start_time))
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        writer.add_scalar("losses/value_loss", v_loss, global_step)
+        writer.add_scalar("losses/policy_loss", pg_loss, global_step)
+        writer.add_scalar("losses/entropy", entropy_loss, global_step)
+        writer.add_scalar("losses/old_approx_kl", old_approx_kl, global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl, global_step)
+        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        progress.update(args.batch_size, sps, list(recent_returns))
+
+        # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
+        due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
+        if due or stop.requested or iteration == args.num_iterations:
+            writer.flush()  # logged steps up to the checkpoint must be on disk before it
+            path = os.path.join(run_dir, CHECKPOINT_FILE)
+            save_checkpoint(path, state, args, iteration, global_step, [rng_state(device)], recent_returns)
+            print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
+        if stop.requested:
+            break
+
+    progress.close()
+    envs.close()
+    writer.close()
+    if args.track:
+        wandb.finish()
+    if args.save_model:
+        model_path = os.path.join(run_dir, f"{args.exp_name}.cleanrl_model")
+        save_model(model_path, agent, args)
+        print(f"model saved to {model_path}", flush=True)
+    if stop.requested:
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+              f"{resume_command(args, run_name)}", file=sys.stderr, flush=True)
+    sys.exit(128 + stop.requested if stop.requested else 0)

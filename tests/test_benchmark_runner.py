@@ -45,10 +45,13 @@ def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
             assert code == "0" and re.fullmatch(r"\d+\.\ds", duration)
             assert log == f"benchmark_logs/ppo__{env}__{seed}.log"
             text = (tmp_path / log).read_text()
-            # each log holds its own run's command and output, nothing of the others
-            assert text.splitlines()[0] == f"$ {command} --env-id {env} --seed {seed}"
+            # each log holds its own run's command and output, nothing of the others; ppo.py continues runs, so
+            # each run has a fixed name (started again, the grid resumes it)
+            run_name = f"{env}__ppo__{seed}"
+            assert text.splitlines()[0] == (
+                f"$ {command} --env-id {env} --seed {seed} --run-name {run_name} --resume auto")
             assert "global_step=512" in text
-            assert [p.name for p in (tmp_path / "runs").glob(f"{env}__ppo__{seed}__*")], f"no run dir for {log}"
+            assert (tmp_path / "runs" / run_name / "checkpoint.pt").is_file(), f"no checkpoint for {log}"
     assert len(list((tmp_path / "runs").iterdir())) == 4
 
     # progress (stderr is not a terminal: one status line per change): never more than 2 at a time
@@ -79,11 +82,12 @@ def test_workers_zero_prints_the_exact_commands(tmp_path):
     res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "ALE/Breakout-v5", "--num-seeds", "2",
                       "--start-seed", "7", "--command", "python cleanrl/ppo.py --num-envs 4"], cwd=tmp_path, timeout=60)
     assert res.returncode == 0, res.stderr
+    resume = "--run-name {}__ppo__{} --resume auto"  # ppo.py continues runs: a fixed run name ("/" left out)
     assert res.stdout.splitlines() == [
-        "python cleanrl/ppo.py --num-envs 4 --env-id CartPole-v1 --seed 7",
-        "python cleanrl/ppo.py --num-envs 4 --env-id CartPole-v1 --seed 8",
-        "python cleanrl/ppo.py --num-envs 4 --env-id ALE/Breakout-v5 --seed 7",
-        "python cleanrl/ppo.py --num-envs 4 --env-id ALE/Breakout-v5 --seed 8",
+        "python cleanrl/ppo.py --num-envs 4 --env-id CartPole-v1 --seed 7 " + resume.format("CartPole-v1", 7),
+        "python cleanrl/ppo.py --num-envs 4 --env-id CartPole-v1 --seed 8 " + resume.format("CartPole-v1", 8),
+        "python cleanrl/ppo.py --num-envs 4 --env-id ALE/Breakout-v5 --seed 7 " + resume.format("ALE-Breakout-v5", 7),
+        "python cleanrl/ppo.py --num-envs 4 --env-id ALE/Breakout-v5 --seed 8 " + resume.format("ALE-Breakout-v5", 8),
     ]
     assert not (tmp_path / "benchmark_logs").exists()  # printing runs nothing
 
@@ -319,7 +323,7 @@ def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp
         text = (tmp_path / "logs" / f"ppo_{job_id}_{index}.log").read_text()
         assert f"array task {index} on " in text and f"env {env} seed {seed}" in text
         assert "global_step=512" in text, text
-        assert [p.name for p in (tmp_path / "runs").glob(f"{env}__ppo__{seed}__*")], text
+        assert (tmp_path / "runs" / f"{env}__ppo__{seed}" / "checkpoint.pt").is_file(), text
     assert len(list((tmp_path / "runs").iterdir())) == 4
 
     # a failing task: sbatch --wait, and so the runner, exit with the task's code; its log says why

@@ -1,7 +1,9 @@
-"""cleanrl/ppo.py: it learns CartPole, GAE, SAME_STEP episode statistics, repeatability, saving, stopping, bad input."""
+"""cleanrl/ppo.py: it learns CartPole, GAE, SAME_STEP episode statistics, repeatability, saving, stopping, bad input
+(stop and resume: tests/test_ppo_classic_resume.py)."""
 
 from __future__ import annotations
 
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -259,18 +261,19 @@ def test_the_saved_model_is_evaluated_by_the_eval_cli(short_runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
+def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_checkpoint_and_model(tmp_path):
     returncode, output = run_on_terminal_until(
         [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "10000000", "--save-model",
          "--runs-dir", str(tmp_path / "runs")],
         cwd=tmp_path, until="ret=", timeout=240, env=FAST,
     )
-    assert returncode == 130, output[-2000:]
+    assert returncode == 128 + signal.SIGTERM, output[-2000:]  # after the iteration it was in, with a checkpoint
     assert "SPS=" in output and "ret=" in output and "ETA=" in output, output[-2000:]  # tqdm bar, postfix
     assert "step/s" not in output, output[-2000:]  # one rate and one ETA: not tqdm's too
     assert "stopped at global step" in output and "Traceback" not in output, output[-2000:]
+    assert "; resume with: " in output and "--resume --run-name CartPole-v1__ppo__1__" in output, output[-2000:]
     run_dir = find_run_dir(tmp_path / "runs")
-    assert (run_dir / "ppo.cleanrl_model").is_file()
+    assert (run_dir / "ppo.cleanrl_model").is_file() and (run_dir / "checkpoint.pt").is_file()
     assert read_scalars(run_dir, "losses/value_loss")  # the writer was closed: its events are on disk
 
 
