@@ -1,7 +1,7 @@
 """Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array.
 
 Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``, and for a script that continues runs
-(cleanrl/ppo_atari*.py) also ``--run-name {env_id}__{exp_name}__{seed} --resume auto``: started again (or requeued
+(cleanrl/ppo*.py) also ``--run-name {env_id}__{exp_name}__{seed} --resume auto``: started again (or requeued
 on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint
 (docs/cluster.md).
 

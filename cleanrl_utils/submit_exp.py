@@ -11,7 +11,7 @@
     # the same job on a Slurm cluster: write the sbatch script, submit it and wait for its exit code
     ... --provider slurm --num-nodes 2 --vcpus 8 --memory 16000 --gpus 1 --submit --wait
 
-Every run is `{command} --seed {seed}`, and for a script that continues runs (cleanrl/ppo_atari*.py) also
+Every run is `{command} --seed {seed}`, and for a script that continues runs (cleanrl/ppo*.py) also
 `--run-name {env_id}__{exp_name}__{seed} --resume auto`: every attempt of a run (an AWS Batch retry, a Slurm requeue,
 a local retry, the same submission again) finds its run folder and continues from its last checkpoint, or skips it
 when it is complete. Where the run folders go and what happens at a preemption, a retry or a time limit:

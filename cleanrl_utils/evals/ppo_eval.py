@@ -2,8 +2,8 @@
 
     python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
 
-The model is the `.cleanrl_model` that `--save-model` writes, or a run's `checkpoint.pt` (written by the Atari
-scripts without `--save-model` too). The env id it was trained on decides the network: an Atari game gets
+The model is the `.cleanrl_model` that `--save-model` writes, or a run's `checkpoint.pt` (written by every
+training script without `--save-model` too). The env id it was trained on decides the network: an Atari game gets
 `cleanrl/ppo_atari.py`'s `Agent` and the training wrappers, any other env (`cleanrl/ppo.py`'s classic control)
 `cleanrl/ppo.py`'s `Agent`. An Atari episode's return is the sum of the raw (unclipped) game score over all lives,
 as logged during training.
