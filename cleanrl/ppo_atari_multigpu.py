@@ -10,16 +10,24 @@
 #   each of 2 nodes `torchrun --nnodes=2 --nproc_per_node=G --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT ...`, or
 #   plain `python` (one process). Restarts and stopping a torchrun job: docs/multigpu.md.
 #
-# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale`), threads sized to the machine, and each
-# iteration's time split into env / inference / learning (`perf/...` scalars and a `perf:` line). On a GPU the loop
-# waits for the device once per rollout step (the actions the envs need) and once per update (its numbers read back):
-# `python -m cleanrl_utils.host_syncs <this script> [its args]` counts these host syncs.
+# Autoreset: the vector env runs with gymnasium's SAME_STEP autoreset mode. On the step where an episode ends, the
+# env is reset at once and the step returns the *reset* observation (the final one is in infos["final_obs"]).
+# So every step of the rollout is a real transition taken by the policy, `dones[t]` says that `obs[t]` is the
+# first observation of a new episode, and GAE's `1 - dones[t + 1]` cuts the bootstrap at every episode boundary.
+# The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
+# the env ignores (reward 0). Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
+#
+# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale` or `envpool`), threads sized to the machine,
+# each iteration's time split into env / inference / learning (`perf/...` scalars). On a GPU the loop waits for the
+# device once per rollout step (the actions the envs need) and once per update (its numbers read back).
 # Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
 import os
 
 # Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
 # threads that step right after inference (docs/throughput.md). Set before torch loads; an explicit value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import ctypes.util
+import platform
 import random
 import sys
 import time
@@ -37,19 +45,14 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.resume import StopSignals, interrupts_ignored, load_state, open_run, restore_rng, rng_state
-from cleanrl_utils.resume import save_checkpoint, save_model, start_run
-from cleanrl_utils.validation import check_atari_env_id
-from cleanrl_utils.distributed import cpu_seconds, decided_on_rank0, gather_to_all, init_distributed
-from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, report_ranks, resolve_device
+from cleanrl_utils.distributed import decided_on_rank0, explained_variance, gather_to_all, init_distributed
+from cleanrl_utils.distributed import mean_over_ranks, print_launch_notes, rank_lifetime, read_dist_env, resolve_device
 from cleanrl_utils.distributed import resolve_sizes, restart_count
-from cleanrl_utils.malloc import keep_freed_memory
-from cleanrl_utils.placement import plan_threads, use_threads
-from cleanrl_utils.progress import PhaseTimer, Progress
-from cleanrl_utils.validation import Count, check_extras, check_non_negative
-from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, resolve_run_name
-from cleanrl_utils.resume import resume_command
-from cleanrl_utils.sliced import SlicedInference
+from cleanrl_utils.progress import Progress
+from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
+from cleanrl_utils.resume import resolve_run_name, restore_rng, resume_command, rng_state, save_checkpoint, save_model
+from cleanrl_utils.resume import start_run
+from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -70,14 +73,14 @@ class Args:
     wandb_entity: Optional[str] = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (rank 0, env 0, to `videos/{run_name}`)"""
+    """whether to capture videos of the agent performances (rank 0, env 0, to `{runs_dir}/{run_name}/videos`)"""
     save_model: bool = False
     """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
     runs_dir: str = "runs"
     """the folder of the TensorBoard logs, checkpoints and saved models"""
     run_name: Optional[str] = None
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
-    checkpoint_interval: int = 100
+    checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
     resume: ResumeMode = "no"
     """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda, --backend, --device-ids, --dist-timeout, --local-num-envs: the world size may change, the envs of all ranks together may not)"""
@@ -97,10 +100,10 @@ class Args:
     """the id of the environment"""
     vector_env: VectorEnvBackend = "sync"
     """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
-    env_threads: int = 0
+    env_threads: Count = 0
     """C++ stepping threads of an envpool pool (0: usable cores // ranks on this node); ale: one per env"""
-    torch_threads: int = 0
-    """torch threads per rank (0: cores this process may use // ranks on this node; on CPU the rollout's batch then runs in slices, one per core)"""
+    torch_threads: Count = 0
+    """torch threads per rank (0: the cores this process may use // ranks on this node)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -111,7 +114,7 @@ class Args:
     """the number of parallel game environments of all ranks together (default: local_num_envs * world size)"""
     local_num_envs: Optional[int] = None
     """the number of parallel game environments of each rank (default: num_envs / world size, or 8)"""
-    num_steps: int = 128
+    num_steps: Count = 128
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
     """Toggle learning rate annealing for policy and value networks"""
@@ -119,9 +122,9 @@ class Args:
     """the discount factor gamma"""
     gae_lambda: float = 0.95
     """the lambda for the general advantage estimation"""
-    num_minibatches: int = 4
+    num_minibatches: Count = 4
     """the number of mini-batches (each rank splits its own batch into this many)"""
-    update_epochs: int = 4
+    update_epochs: Count = 4
     """the K epochs to update the policy"""
     norm_adv: bool = True
     """Toggles advantages normalization (with the mean and std of the global minibatch)"""
@@ -153,14 +156,6 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def make_vector_env(args: Args, run_name: Optional[str], rank: int, env_threads: int = 0) -> gym.vector.VectorEnv:
-    """This rank's `local_num_envs` envs (SAME_STEP autoreset, uint8 (4, 84, 84) frames, clipped rewards); global env
-    i is seeded with seed + i; only rank 0 may record a video."""
-    kwargs = dict(env_threads=env_threads, seed=args.seed + rank * args.local_num_envs, run_name=run_name or "")
-    kwargs["capture_video"] = args.capture_video and rank == 0
-    return make_atari_vector_env(args.vector_env, args.env_id, args.local_num_envs, **kwargs)
-
-
 def episode_stats(infos: dict) -> list[tuple[float, int]]:
     """(return, length) of every full game that ended on this step.
 
@@ -184,11 +179,10 @@ class Agent(nn.Module):
     """The Nature CNN with a policy and a value head. Takes uint8 frames; converts to float only here.
 
     The convolutions run in the `channels_last` memory format, which oneDNN on CPU and tensor cores on recent GPUs
-    prefer (docs/throughput.md). (`memory_format` is a parameter only so that the throughput benchmark can time the
-    other layout.)
+    prefer (docs/throughput.md).
     """
 
-    def __init__(self, envs, memory_format=torch.channels_last):
+    def __init__(self, envs):
         super().__init__()
         self.network = nn.Sequential(
             layer_init(nn.Conv2d(4, 32, 8, stride=4)),
@@ -203,12 +197,11 @@ class Agent(nn.Module):
         )
         self.actor = layer_init(nn.Linear(512, envs.single_action_space.n), std=0.01)
         self.critic = layer_init(nn.Linear(512, 1), std=1)
-        self.memory_format = memory_format
-        self.to(memory_format=memory_format)
+        self.to(memory_format=torch.channels_last)
 
     def hidden(self, x):
         # a float copy in the network's layout (never the caller's tensor), scaled in place: one float buffer, not two
-        return self.network(x.to(torch.float32, memory_format=self.memory_format, copy=True).div_(255.0))
+        return self.network(x.to(torch.float32, memory_format=torch.channels_last, copy=True).div_(255.0))
 
     def get_value(self, x):
         return self.critic(self.hidden(x))
@@ -220,33 +213,6 @@ class Agent(nn.Module):
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)
-
-
-def obs_buffer(num_steps: int, num_envs: int, frame_shape: tuple, device: torch.device) -> torch.Tensor:
-    """The rollout's uint8 observations, indexed (step, env, frame, height, width) but laid out with the frames last
-    in memory (channels_last, the network's layout): a minibatch gathered from it goes to float without a transpose."""
-    frames, height, width = frame_shape
-    obs = torch.zeros((num_steps, num_envs, height, width, frames), dtype=torch.uint8, device=device)
-    return obs.permute(0, 1, 4, 2, 3)
-
-
-def frames_last(dst: np.ndarray, frames: np.ndarray) -> None:
-    """`dst[:] = frames.transpose(0, 2, 3, 1)`: each env's stack of frames interleaved, frames last (the buffer's
-    layout), by OpenCV (`cv2.merge`), about 3.5x faster than a strided copy of uint8 (docs/throughput.md)."""
-    for env, stack in enumerate(frames):
-        cv2.merge(list(stack), dst=dst[env])
-
-
-def print_setup_notes(args: Args, device: torch.device) -> None:
-    """What the run does other than the user may think: CPU although --cuda is on, fewer steps than asked."""
-    if args.cuda and device.type == "cpu":
-        print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    if args.num_iterations * args.batch_size != args.total_timesteps:
-        print(
-            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-            f"runs {args.num_iterations * args.batch_size} steps",
-            flush=True,
-        )
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -309,29 +275,6 @@ def normalize_advantages(adv: torch.Tensor, world_size: int) -> torch.Tensor:
     return (adv - mean.float()) / (std.float() + 1e-8)
 
 
-def mean_over_ranks(x: torch.Tensor, world_size: int) -> torch.Tensor:
-    if world_size == 1:
-        return x
-    total = x.detach().clone()
-    dist.all_reduce(total, op=dist.ReduceOp.SUM)
-    return total / world_size
-
-
-def explained_variance(fits: list) -> float:
-    """1 - Var(returns - values) / Var(returns) over the batches of all ranks, from each rank's (count, mean and
-    variance of its returns, mean and variance of its value errors): the variances pooled, not every value gathered."""
-
-    def pooled(k: int) -> float:  # k = 1: the returns, k = 3: the errors
-        if len(fits) == 1:
-            return fits[0][k + 1]
-        n = sum(f[0] for f in fits)
-        mean = sum(f[0] * f[k] for f in fits) / n
-        return sum(f[0] * (f[k + 1] + (f[k] - mean) ** 2) for f in fits) / n
-
-    var_y = pooled(1)
-    return np.nan if var_y == 0 else 1 - pooled(3) / var_y
-
-
 def ppo_update(
     agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs, world_size
 ):
@@ -371,11 +314,7 @@ def ppo_update(
             newvalue = newvalue.view(-1)
             if args.clip_vloss:
                 v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                v_clipped = b_values[mb_inds] + torch.clamp(
-                    newvalue - b_values[mb_inds],
-                    -args.clip_coef,
-                    args.clip_coef,
-                )
+                v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
                 v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                 v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
                 v_loss = 0.5 * v_loss_max.mean()
@@ -396,14 +335,8 @@ def ppo_update(
             break
     numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
     v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
-    return {
-        "value_loss": v_loss,
-        "policy_loss": pg_loss,
-        "entropy": entropy_loss,
-        "old_approx_kl": old_approx_kl,
-        "approx_kl": approx_kl,
-        "clipfrac": float(np.mean(clipfracs)),
-    }
+    return {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "old_approx_kl": old_approx_kl,
+            "approx_kl": approx_kl, "clipfrac": float(np.mean(clipfracs))}
 
 
 if __name__ == "__main__":
@@ -413,22 +346,20 @@ if __name__ == "__main__":
     args, run_name, ckpt = start_run(Args, __file__, restart_count() > 0, rank0, recomputed=("local_num_envs",))
 
     # everything that can be checked is checked here, on every rank, before the ranks wait for each other
+    check_ranges(args)
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
     check_atari_env_id(args.env_id)
     device, backend = resolve_device(args, info)
-    check_non_negative(
-        env_threads=args.env_threads, torch_threads=args.torch_threads, checkpoint_interval=args.checkpoint_interval
-    )
     check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0)
-    # the rollout's batch in slices on the CPU cores, unless a GPU or torch.compile takes it whole (placement.py)
-    sliced = device.type == "cpu" and not args.compile
-    threads = plan_threads(
-        args.local_num_envs, args.env_threads, args.torch_threads, info.local_world_size, sliced=sliced
-    )
-    use_threads(threads.learning_threads)
-
-    keep_freed_memory()  # no page faults for the big tensors of every minibatch (cleanrl_utils/malloc.py)
+    # threads sized to this rank's share of the cores this process may use (taskset, cgroups and Slurm set them)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = max(1, cores // info.local_world_size)
+    env_threads, torch_threads = args.env_threads or min(cores, args.local_num_envs), args.torch_threads or cores
+    torch.set_num_threads(torch_threads)
+    if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # (page faults; docs/throughput.md)
+        libc.mallopt(-3, 1 << 30), libc.mallopt(-1, 1 << 30)  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD: 1 GiB
 
     # TRY NOT TO MODIFY: seeding (rank 0 of a 1-process run draws exactly like ppo_atari.py)
     random.seed(args.seed + info.rank)
@@ -437,214 +368,207 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
-    # (before the process group: async env workers then fork no communication threads)
+    # (before the process group: async env workers then fork no communication threads); env i of rank r is seeded
+    # with seed + its global env index; only rank 0 may record a video
     with interrupts_ignored():
-        envs = make_vector_env(args, run_name, info.rank, threads.env_threads)
+        envs = make_atari_vector_env(args.vector_env, args.env_id, args.local_num_envs, env_threads=env_threads,
+                                     seed=args.seed + info.rank * args.local_num_envs,
+                                     capture_video=args.capture_video and rank0,
+                                     video_folder=os.path.join(args.runs_dir, run_name, "videos"))
     resume = resume_command(args, run_name, info.launched)
-    with rank_lifetime(info, [envs.close], resume) as close:  # on any exit: close, leave the group (distributed.py)
-        init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
-        agent = Agent(envs).to(device)
-        if threads.inference_slices > 1:  # the rollout's batch in slices, in parallel (cleanrl_utils/sliced.py)
-            agent.hidden = SlicedInference(agent.hidden, threads.inference_slices)
-            close.append(agent.hidden.close)
-        if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
-            agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
-            agent.get_value = torch.compile(agent.get_value, dynamic=False)
-        # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
-        optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
-        # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
-        state = {"agent": agent, "optimizer": optimizer}
+    close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (distributed.py)
+    init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
+    agent = Agent(envs).to(device)
+    if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
+        agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
+        agent.get_value = torch.compile(agent.get_value, dynamic=False)
+    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+    # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
+    state = {"agent": agent, "optimizer": optimizer}
 
-        # a restart if ANY rank's agent counted one (across nodes the counts differ): then resume
-        restart = max(gather_to_all(restart_count(), info.world_size))
-        if rank0 and restart > restart_count():
-            run_name = resolve_run_name(args, True)
+    # a restart if ANY rank's agent counted one (across nodes the counts differ): then resume
+    restart = max(gather_to_all(restart_count(), info.world_size))
+    if rank0 and restart > restart_count():
+        run_name = resolve_run_name(args, True)
 
-        # resume: model, optimizer, iteration, global step and RNG states from the run's checkpoint (rank 0 reads it:
-        # a bad one stops every rank)
-        run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)
-        start_iteration, global_step, recent_returns = 0, 0, []
+    # resume: the state, iteration, global step and RNG states from the run's checkpoint (rank 0 reads it: a bad one
+    # stops every rank)
+    run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)
+    start_iteration, global_step, recent_returns = 0, 0, []
+    if ckpt is not None:
+        load_state(state, ckpt)
+        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
+        recent_returns = ckpt["recent_returns"]
+        restore_rng(ckpt, info.rank, info.world_size, args.seed, device)
+    broadcast_parameters(agent, info.world_size)  # identical start on every rank
+
+    if rank0:
+        print(
+            f"run {run_name}: world size {info.world_size} ({backend}, {device.type}); envs: {args.local_num_envs} per "
+            f"rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} ({args.local_batch_size} per "
+            f"rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per rank), {args.num_iterations} "
+            f"iteration{'s' * (args.num_iterations > 1)}; per rank {cores} cores: "
+            f"{f'{env_threads} env threads, ' * (args.vector_env == 'envpool')}{torch_threads} torch threads; "
+            f"logs in {run_dir}",
+            flush=True,
+        )
+        if args.cuda and device.type == "cpu":
+            print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
+        steps = args.num_iterations * args.batch_size
+        if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps:
+            print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch "
+                  f"({args.batch_size}): runs {steps} steps", flush=True)
+        print_launch_notes(info)
         if ckpt is not None:
-            load_state(state, ckpt)
-            start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
-            recent_returns = ckpt["recent_returns"]
-            restore_rng(ckpt, info.rank, info.world_size, args.seed, device)
-        broadcast_parameters(agent, info.world_size)  # identical start on every rank
+            again = f" (torchrun restart {restart})" if restart else ""
+            print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
+    if args.track and rank0:
+        import wandb
 
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
+                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
+                   save_code=True)  # fmt: skip
+    if rank0:
+        from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU (once per rank)
+
+        # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
+        writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
+        close.append(writer.close)
+        # at the step the run starts or resumes from: a resume may change some settings (see --resume)
+        writer.add_text(
+            "hyperparameters",
+            "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
+            global_step,
+        )
+
+    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network, stored frames
+    # last (the network's channels_last layout: a minibatch goes to float without a transpose); the done flags stay
+    # on the host until the rollout ends (one upload per rollout, not one per step)
+    obs = torch.zeros((args.num_steps, envs.num_envs, 84, 84, 4), dtype=torch.uint8).to(device).permute(0, 1, 4, 2, 3)
+    actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
+    logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
+    rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)
+    dones = np.zeros((args.num_steps, envs.num_envs), dtype=np.float32)
+    values = torch.zeros((args.num_steps, envs.num_envs)).to(device)
+    # each step's frames and rewards reach the device through these host buffers: pinned on CUDA, so that the copies
+    # do not wait for the GPU (the next step's action copy orders them); the frames put frames last by OpenCV
+    # (`cv2.merge`: 3.5x faster than a strided copy of uint8; docs/throughput.md)
+    host_obs = torch.zeros((envs.num_envs, 84, 84, 4), dtype=torch.uint8, pin_memory=device.type == "cuda")
+    host_frames_last, host_obs = host_obs.numpy(), host_obs.permute(0, 3, 1, 2)
+    host_reward = torch.zeros(envs.num_envs, pin_memory=device.type == "cuda")
+
+    # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs * iteration
+    # after a resume: the emulator states are not in the checkpoint, so the games start anew)
+    start_time, start_step = time.time(), global_step
+    next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
+    next_obs = torch.as_tensor(next_obs, device=device)
+    next_done = np.zeros(envs.num_envs, dtype=np.float32)
+    progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
+    stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
+    for iteration in range(start_iteration + 1, args.num_iterations + 1):
+        # Annealing the rate if instructed to do so.
+        if args.anneal_lr:
+            frac = 1.0 - (iteration - 1.0) / args.num_iterations
+            lrnow = frac * args.learning_rate
+            optimizer.param_groups[0]["lr"] = lrnow
+
+        # ROLLOUT: one host sync per step, the actions the envs need
+        rollout_start, env_seconds, episodes = time.perf_counter(), 0.0, []
+        for step in range(0, args.num_steps):
+            obs[step] = next_obs
+            dones[step] = next_done
+
+            # ALGO LOGIC: action logic
+            with torch.inference_mode():
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+            values[step] = value.flatten()
+            actions[step] = action
+            logprobs[step] = logprob
+
+            # TRY NOT TO MODIFY: execute the game and log data.
+            env_start = time.perf_counter()
+            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            env_seconds += time.perf_counter() - env_start
+            next_done = np.logical_or(terminations, truncations).astype(np.float32)
+            for env, frames in enumerate(next_obs):
+                cv2.merge(list(frames), dst=host_frames_last[env])
+            host_reward.copy_(torch.from_numpy(reward))
+            next_obs = host_obs.to(device, non_blocking=True)
+            rewards[step] = host_reward.to(device, non_blocking=True)
+            episodes += episode_stats(infos)
+        global_step += args.batch_size
+        learn_start = time.perf_counter()
+
+        # ADVANTAGE: bootstrap value if not done
+        with torch.inference_mode():
+            next_value = agent.get_value(next_obs).reshape(1, -1)
+        advantages, returns = compute_gae(
+            rewards, values, torch.from_numpy(dones).to(device, non_blocking=True), next_value,
+            torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
+        )  # fmt: skip
+
+        # flatten the batch
+        b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
+        b_logprobs = logprobs.reshape(-1)
+        b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
+        b_advantages = advantages.reshape(-1)
+        b_returns = returns.reshape(-1)
+        b_values = values.reshape(-1)
+
+        # UPDATE: optimizing the policy and value network, gradients averaged over the ranks
+        epochs = minibatch_schedule(args.local_batch_size, args.num_minibatches, args.update_epochs)
+        stats = ppo_update(
+            agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs,
+            info.world_size,
+        )
+        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
+        fit = (len(y_true), np.mean(y_true), np.var(y_true), np.mean(y_true - y_pred), np.var(y_true - y_pred))
+        lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds,
+               "learn": time.perf_counter() - learn_start}
+
+        # one collective per iteration: every rank's games, losses, value fit and stop request
+        reports = gather_to_all((episodes, stats, fit, stop.requested), info.world_size)
+        stop_signal = max(r[3] for r in reports)
         if rank0:
-            print(
-                f"run {run_name}: world size {info.world_size} ({backend}, {device.type}); envs: "
-                f"{args.local_num_envs} per rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} "
-                f"({args.local_batch_size} per rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per "
-                f"rank), {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}; per rank "
-                f"{threads.describe(args.vector_env)}; logs in {run_dir}",
-                flush=True,
-            )
-            print_setup_notes(args, device)
-            print_launch_notes(info)
-            if ckpt is not None:
-                again = f" (torchrun restart {restart})" if restart else ""
-                print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
-        if args.track and rank0:
-            import wandb
+            for rank_episodes, *_ in reports:  # logged at the end-of-rollout step
+                for episodic_return, episodic_length in rank_episodes:
+                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+                    recent_returns = (recent_returns + [episodic_return])[-20:]
+            explained_var = explained_variance([r[2] for r in reports])
 
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                       id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                       save_code=True)  # fmt: skip
-        if rank0:
-            from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU (once per rank)
+            # LOGGING: losses are the mean over the ranks of each rank's last minibatch
+            sps = int((global_step - start_step) / (time.time() - start_time))
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            for key in stats:
+                writer.add_scalar(f"losses/{key}", float(np.mean([r[1][key] for r in reports])), global_step)
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            for key, phase_seconds in lap.items():  # wall seconds of this iteration spent in each phase
+                writer.add_scalar(f"perf/{key}_seconds", phase_seconds, global_step)
+            progress.update(args.batch_size, sps, recent_returns)
 
-            # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
-            writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
-            close.append(writer.close)
-            # at the step the run starts or resumes from: a resume may change some settings (see --resume)
-            writer.add_text(
-                "hyperparameters",
-                "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-                global_step,
-            )
+        # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
+        due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
+        if due or stop_signal or iteration == args.num_iterations:
+            rngs = gather_to_all(rng_state(device), info.world_size)  # every rank's RNG streams
+            if rank0:
+                writer.flush()  # logged steps up to the checkpoint must be on disk before it
+                path = os.path.join(run_dir, CHECKPOINT_FILE)
+                save_checkpoint(path, state, args, iteration, global_step, rngs, recent_returns)
+                progress.write(f"checkpoint: iteration {iteration}, global step {global_step}")
+        if stop_signal:
+            break
 
-        # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; rewards and
-        # done flags stay on the host until the rollout ends (one upload each per rollout, not one per step)
-        shape = (args.num_steps, envs.num_envs)
-        obs = obs_buffer(args.num_steps, envs.num_envs, envs.single_observation_space.shape, device)
-        actions = torch.zeros(shape + envs.single_action_space.shape, dtype=torch.long).to(device)
-        logprobs = torch.zeros(shape).to(device)
-        rewards = np.zeros(shape, dtype=np.float32)
-        dones = np.zeros(shape, dtype=np.float32)
-        values = torch.zeros(shape).to(device)
-        # each step's observations reach the device through this host buffer, frames last as in the rollout buffer
-        # (filled through its numpy view by `frames_last`): pinned on CUDA, so that the copy does not wait (the next
-        # step's action copy orders it)
-        frames, height, width = envs.single_observation_space.shape
-        pinned = device.type == "cuda"
-        staging = torch.zeros((envs.num_envs, height, width, frames), dtype=torch.uint8, pin_memory=pinned)
-        staging_frames_last, staging = staging.numpy(), staging.permute(0, 3, 1, 2)
-
-        # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs *
-        # iteration after a resume: the emulator states are not in the checkpoint, so the games start anew)
-        start_time, start_step, start_cpu, games = time.time(), global_step, cpu_seconds(), 0
-        next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
-        next_obs = torch.as_tensor(next_obs, device=device)
-        next_done = np.zeros(envs.num_envs, dtype=np.float32)
-        progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
-        timer = PhaseTimer()
-        stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
-        exit_code = 0
-        try:
-            for iteration in range(start_iteration + 1, args.num_iterations + 1):
-                # Annealing the rate if instructed to do so.
-                if args.anneal_lr:
-                    frac = 1.0 - (iteration - 1.0) / args.num_iterations
-                    lrnow = frac * args.learning_rate
-                    optimizer.param_groups[0]["lr"] = lrnow
-
-                # ROLLOUT: one host sync per step, the actions the envs need
-                use_threads(threads.inference_threads)
-                episodes = []
-                for step in range(0, args.num_steps):
-                    with timer("inference"):
-                        obs[step] = next_obs
-                        dones[step] = next_done
-
-                        # ALGO LOGIC: action logic (on obs[step], already in the network's channels_last layout)
-                        with torch.inference_mode():
-                            action, logprob, _, value = agent.get_action_and_value(obs[step])
-                        values[step] = value.flatten()
-                        actions[step] = action
-                        logprobs[step] = logprob
-                        action = action.cpu().numpy()
-
-                    # TRY NOT TO MODIFY: execute the game and log data.
-                    with timer("env"):
-                        next_obs, reward, terminations, truncations, infos = envs.step(action)
-                    rewards[step] = reward
-                    next_done = np.logical_or(terminations, truncations).astype(np.float32)
-                    frames_last(staging_frames_last, next_obs)
-                    next_obs = staging.to(device, non_blocking=True)
-                    episodes += episode_stats(infos)
-                use_threads(threads.learning_threads)
-                global_step += args.batch_size
-                games += len(episodes)
-
-                with timer("learn"):
-                    # ADVANTAGE: bootstrap value if not done
-                    with torch.inference_mode():
-                        next_value = agent.get_value(next_obs).reshape(1, -1)
-                    advantages, returns = compute_gae(
-                        torch.from_numpy(rewards).to(device, non_blocking=True), values,
-                        torch.from_numpy(dones).to(device, non_blocking=True), next_value,
-                        torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
-                    )  # fmt: skip
-
-                    # flatten the batch
-                    b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
-                    b_logprobs = logprobs.reshape(-1)
-                    b_actions = actions.reshape((-1,) + envs.single_action_space.shape)
-                    b_advantages = advantages.reshape(-1)
-                    b_returns = returns.reshape(-1)
-                    b_values = values.reshape(-1)
-
-                    # UPDATE: optimizing the policy and value network, gradients averaged over the ranks
-                    epochs = minibatch_schedule(args.local_batch_size, args.num_minibatches, args.update_epochs)
-                    stats = ppo_update(
-                        agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values,
-                        epochs, info.world_size,
-                    )  # fmt: skip
-                y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
-                fit = (len(y_true), np.mean(y_true), np.var(y_true), np.mean(y_true - y_pred), np.var(y_true - y_pred))
-
-                # one collective per iteration: every rank's games, losses, value fit and stop request
-                reports = gather_to_all((episodes, stats, fit, stop.requested), info.world_size)
-                stop_signal = max(r[3] for r in reports)
-
-                if rank0:
-                    for rank_episodes, *_ in reports:  # logged at the end-of-rollout step
-                        for episodic_return, episodic_length in rank_episodes:
-                            writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                            writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-                            recent_returns = (recent_returns + [episodic_return])[-20:]
-                    explained_var = explained_variance([r[2] for r in reports])
-
-                    # LOGGING: losses are the mean over the ranks of each rank's last minibatch
-                    sps = int((global_step - start_step) / (time.time() - start_time))
-                    writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-                    for key in stats:
-                        writer.add_scalar(f"losses/{key}", float(np.mean([r[1][key] for r in reports])), global_step)
-                    writer.add_scalar("losses/explained_variance", explained_var, global_step)
-                    writer.add_scalar("charts/SPS", sps, global_step)
-                    for key, seconds in timer.lap().items():  # wall seconds of this iteration spent in each phase
-                        writer.add_scalar(f"perf/{key}_seconds", seconds, global_step)
-                    progress.update(args.batch_size, sps, recent_returns)
-
-                # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
-                due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
-                if due or stop_signal or iteration == args.num_iterations:
-                    rngs = gather_to_all(rng_state(device), info.world_size)  # every rank's RNG streams
-                    if rank0:
-                        writer.flush()  # logged steps up to the checkpoint must be on disk before it
-                        path = os.path.join(run_dir, CHECKPOINT_FILE)
-                        save_checkpoint(path, state, args, iteration, global_step, rngs, recent_returns)
-                        print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
-                if stop_signal:
-                    exit_code = 128 + stop_signal
-                    break
-        finally:  # a second Ctrl-C ends at once (rank_lifetime); the last checkpoint is kept
-            progress.close()
-
-        if rank0 and exit_code:
-            print(
-                f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
-                file=sys.stderr,
-                flush=True,
-            )
-        if rank0:
-            print(timer.summary(global_step - start_step, time.time() - start_time), flush=True)
-        report_ranks(agent, info, games, start_cpu, start_time)  # CPU use and parameter hash; rank 0 compares hashes
-        if rank0 and args.save_model:
-            model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
-            save_model(model_path, agent, args)
-            print(f"model saved to {model_path}", flush=True)
-        if info.world_size > 1:
-            dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
-        sys.exit(exit_code)
+    progress.close()
+    if rank0 and stop_signal:
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
+              file=sys.stderr, flush=True)
+    if rank0 and args.save_model:
+        model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
+        save_model(model_path, agent, args)
+        print(f"model saved to {model_path}", flush=True)
+    if info.world_size > 1:
+        dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
+    sys.exit(128 + stop_signal if stop_signal else 0)

@@ -5,18 +5,16 @@ the parameter broadcast, the gradient all-reduce and the global advantage normal
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import atexit
 import io
 import os
 import sys
-import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Iterator, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
-import psutil
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -226,6 +224,9 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
         dist.init_process_group(backend, store=store, **where)
     except Exception as exc:
         fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
+    finally:
+        if _on_exception is not None:  # init_process_group installs an exception hook of its own
+            sys.excepthook = _on_exception
 
 
 NCCL_ERROR_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
@@ -276,67 +277,63 @@ def decided_on_rank0(decide: Callable[[], Any], info: DistInfo) -> Any:
     return outcome["value"]
 
 
-def param_hash(state_dict: dict) -> str:
-    """sha256 of the parameter values (name order, standard layout): equal hashes mean bit-identical models."""
-    digest = hashlib.sha256()
-    for name, tensor in state_dict.items():
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
+def mean_over_ranks(x: torch.Tensor, world_size: int) -> torch.Tensor:
+    """The mean of `x` over the ranks (an all-reduce)."""
+    if world_size == 1:
+        return x
+    total = x.detach().clone()
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    return total / world_size
 
 
-def report_ranks(agent: torch.nn.Module, info: DistInfo, games: int, start_cpu: float, start_time: float) -> None:
-    """Every rank prints its CPU use and the hash of its parameters (and the games its envs finished); rank 0
-    checks that the hashes are equal."""
-    wall, cpu = time.time() - start_time, cpu_seconds() - start_cpu
-    print(f"rank {info.rank}/{info.world_size}: {cpu:.1f} s CPU in {wall:.1f} s = {cpu / wall:.2f} cores busy")
-    digest = param_hash(agent.state_dict())
-    print(f"rank {info.rank}/{info.world_size}: parameters sha256 {digest}, {games} games finished", flush=True)
-    digests = gather_to_all(digest, info.world_size)
-    if info.rank == 0 and info.world_size > 1:
-        if len(set(digests)) == 1:
-            print(f"parameters identical on all {info.world_size} ranks", flush=True)
-        else:
-            print("warning: the ranks' parameters differ (see the hashes above)", file=sys.stderr, flush=True)
+def explained_variance(fits: list) -> float:
+    """1 - Var(returns - values) / Var(returns) over the batches of all ranks, from each rank's (count, mean and
+    variance of its returns, mean and variance of its value errors): the variances pooled, not every value gathered."""
 
+    def pooled(k: int) -> float:  # k = 1: the returns, k = 3: the errors
+        if len(fits) == 1:
+            return fits[0][k + 1]
+        n = sum(f[0] for f in fits)
+        mean = sum(f[0] * f[k] for f in fits) / n
+        return sum(f[0] * (f[k + 1] + (f[k] - mean) ** 2) for f in fits) / n
 
-def cpu_seconds() -> float:
-    """CPU time of this process and its children (the async env workers)."""
-    me = psutil.Process()
-    return sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)])
+    var_y = pooled(1)
+    return np.nan if var_y == 0 else 1 - pooled(3) / var_y
 
 
 def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
 
 
-@contextlib.contextmanager
-def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]],
-                  resume: str = "--resume") -> Iterator[list[Callable[[], Any]]]:
-    """The life of one rank from the process group on: yields `close`, to which the script adds what must be closed
-    at the end (envs, writer). However the block ends, those are closed (last added first), the process group is
-    destroyed and a launched rank ends through `leave`. A second Ctrl-C ends with 130 (the last checkpoint is kept);
-    a lost peer or a timeout is a one-line error that ends with ``resume``, the command that continues the run."""
-    try:
-        try:
-            yield close
-        except KeyboardInterrupt:
-            print(f"\nrank {info.rank}: interrupted; the last checkpoint is kept", file=sys.stderr)
-            raise SystemExit(130)
-        except Exception as exc:
-            if not is_dist_error(exc):
-                raise
-            fail(
-                f"rank {info.rank}: lost contact with the other ranks ({str(exc).strip().splitlines()[0][:300]}); "
-                f"a rank died or --dist-timeout passed; resume with: {resume}"
-            )
-    finally:
-        for fn in reversed(close):
-            fn()
+def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], resume: str = "--resume") -> list[Callable[[], Any]]:
+    """The life of one rank from here on: returns `close`, to which the script adds what must be closed at the end
+    (envs, writer). However the script ends, those are closed (last added first) and the process group is destroyed
+    (at exit); an exception ends a launched rank at once (`leave`): a lost peer or a timeout as a one-line error that
+    ends with `resume`, the command that continues the run, anything else with its traceback."""
+
+    def clean_up() -> None:
+        while close:
+            close.pop()()
         if dist.is_initialized():
             dist.destroy_process_group()
-        if info.launched:
-            leave(0, sys.exc_info()[1])
+
+    def on_exception(kind, exc, tb) -> None:
+        if isinstance(exc, KeyboardInterrupt):  # before the script's own Ctrl-C handling is in place
+            exc = SystemExit(f"\nrank {info.rank}: interrupted; the last checkpoint is kept")
+        elif is_dist_error(exc):
+            exc = SystemExit(f"error: rank {info.rank}: lost contact with the other ranks "
+                             f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
+                             f"resume with: {resume}")
+        clean_up()
+        leave(130 if "interrupted" in str(getattr(exc, "code", "")) else 1, exc)
+
+    global _on_exception
+    _on_exception = sys.excepthook = on_exception  # init_distributed puts it back after torch's own
+    atexit.register(clean_up)
+    return close
+
+
+_on_exception: Optional[Callable[..., None]] = None
 
 
 def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
@@ -353,7 +350,6 @@ def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
             exit_code = exc.code or 0
         else:
             print(exc.code, file=sys.stderr)
-            exit_code = 1
     elif exc is not None:
         traceback.print_exception(exc)
         exit_code = 1

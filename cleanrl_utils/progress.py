@@ -1,4 +1,4 @@
-"""What a long training run shows while it runs, and where its time goes.
+"""What a long training run shows while it runs.
 
 On a terminal: a tqdm bar with steps, SPS, the mean return of the last games and the ETA (the script's own SPS and
 ETA, the same figures as in the lines below; tqdm's own rate and remaining time are left out). Elsewhere (a Slurm log,
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, TextIO
+from typing import Callable, Optional, TextIO
 
 from tqdm import tqdm
 
@@ -68,36 +67,12 @@ class Progress:
             print(line, file=self.out, flush=True)
             self.first, self.last_line = False, now
 
+    def write(self, line: str) -> None:
+        """A line of the run's own (a checkpoint, a note) above the bar, or as a plain line without one."""
+        if self.bar.disable:
+            print(line, file=self.out, flush=True)
+        else:
+            self.bar.write(line, file=self.out)
+
     def close(self) -> None:
         self.bar.close()
-
-
-class PhaseTimer:
-    """Wall seconds per phase ("env", "inference", "learn"), of the current iteration and of the whole run.
-
-    `with timer("learn"): ...` adds the block's time to the phase; `lap()` returns this iteration's times and starts
-    the next iteration; `total` holds the run's sums.
-    """
-
-    def __init__(self) -> None:
-        self.iteration: dict[str, float] = {}
-        self.total: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            seconds = time.perf_counter() - start
-            self.iteration[phase] = self.iteration.get(phase, 0.0) + seconds
-            self.total[phase] = self.total.get(phase, 0.0) + seconds
-
-    def lap(self) -> dict[str, float]:
-        done, self.iteration = self.iteration, {}
-        return done
-
-    def summary(self, steps: int, seconds: float) -> str:
-        """The `perf:` line at the end of a run (read by cleanrl_utils/throughput.py)."""
-        phases = " ".join(f"{key}={value:.2f}" for key, value in self.total.items())
-        return f"perf: steps={steps} seconds={seconds:.2f} steps_per_second={steps / max(seconds, 1e-9):.1f} {phases}"

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import tyro
 
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import check_name, fail
 
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2  # 2: the script's `state` dict; 1 (older versions): the agent and optimizer only
@@ -125,8 +125,10 @@ def read_checkpoint(path: str, script: str) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        fail(f"cannot read the checkpoint {path} ({reason}); it is corrupt or not from this script: remove it")
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = reason if len(reason) <= 200 else reason[:200].rsplit(" ", 1)[0] + " ..."
+        fail(f"cannot read the checkpoint {path} ({reason}); it is corrupt (cut short by a full disk?) or not from "
+             "this script: remove it, or move it away to start the run anew")
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "state" not in ckpt:
         fail(f"{path} is not a checkpoint of {os.path.basename(script)} (format {CHECKPOINT_FORMAT}); remove it")
     return ckpt
@@ -283,10 +285,16 @@ def start_run(args_type, script: str, restarted: bool = False, decides: bool = T
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     args = tyro.cli(args_type, args=argv)
+    check_name("--exp-name", args.exp_name)
+    if args.run_name is not None:
+        check_name("--run-name", args.run_name)
     run_name = resolve_run_name(args, restarted)
     run_dir = os.path.join(args.runs_dir, run_name)
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if not os.path.exists(path):
+        if decides and args.resume == "yes" and not restarted and args.run_name is None:
+            fail(f"--resume found no run to continue: no folder {args.env_id}__{args.exp_name}__{args.seed}"
+                 f"[__TIME] with a checkpoint in {args.runs_dir}; name the run with --run-name, or check --runs-dir")
         if decides and args.resume == "yes" and not restarted:
             fail(f"no checkpoint to resume in {run_dir}: check --run-name and --runs-dir, or use --resume auto "
                  "(resume if there is a checkpoint, else start)")
@@ -347,8 +355,8 @@ def open_run(args, run_name: str, state: dict[str, Any], script: str, restart: i
 class StopSignals:
     """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested` is then the signal number).
 
-    A second Ctrl-C, 2 s or more after the first, stops at once (KeyboardInterrupt); the 2 s are there because
-    torchrun passes the terminal's Ctrl-C on to its workers, and that copy is not a second press.
+    A second Ctrl-C, 2 s or more after the first, stops at once with status 130 (the last checkpoint is kept); the
+    2 s are there because torchrun passes the terminal's Ctrl-C on to its workers, and that copy is not a second press.
     """
 
     def __init__(self) -> None:
@@ -358,7 +366,8 @@ class StopSignals:
 
     def _handle(self, signum, frame) -> None:
         if self.requested and signum == signal.SIGINT and time.time() - self.at > 2:
-            raise KeyboardInterrupt
+            print("\ninterrupted; the last checkpoint is kept", file=sys.stderr, flush=True)
+            raise SystemExit(130)
         if not self.requested:
             self.requested, self.at = signum, time.time()
             print("\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr, flush=True)

@@ -37,6 +37,45 @@ def check_non_negative(**counts: int) -> None:
             fail(f"--{name.replace('_', '-')} must be >= 0, got {value}")
 
 
+# The range of every numeric flag of the training scripts: (lowest, highest, whether the lowest itself is allowed).
+RANGES: dict[str, tuple[float, float, bool]] = {
+    **dict.fromkeys(["num_envs", "local_num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "total_timesteps"], (0, float("inf"), False)),
+    **dict.fromkeys(["learning_rate", "clip_coef", "max_grad_norm", "target_kl", "dist_timeout"], (0, float("inf"), False)),
+    **dict.fromkeys(["seed", "checkpoint_interval", "env_threads", "torch_threads", "ent_coef", "vf_coef"],
+                    (0, float("inf"), True)),
+    **dict.fromkeys(["gamma", "gae_lambda"], (0, 1, True)),
+}
+MAX_THREADS = 256  # far above any machine's cores per process; beyond it a typo (1000 threads take minutes to start)
+
+
+def check_ranges(args) -> None:
+    """Every numeric flag of `args` that `RANGES` knows lies in its range; one line naming the first that does not."""
+    for name, (low, high, low_ok) in RANGES.items():
+        value = getattr(args, name, None)
+        if value is None or isinstance(value, bool):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if high == float("inf") and not low_ok and value <= low:
+            fail(f"{flag} must be positive, got {value}")
+        if high == float("inf") and low_ok and value < low:
+            fail(f"{flag} must be >= 0, got {value}")
+        if high != float("inf") and not low <= value <= high:
+            fail(f"{flag} must be between {low} and {high}, got {value}")
+    for name in ("env_threads", "torch_threads"):
+        if getattr(args, name, 0) > MAX_THREADS:
+            fail(f"--{name.replace('_', '-')} {getattr(args, name)} is far more threads than any machine's cores "
+                 f"(at most {MAX_THREADS}; 0 picks the cores this process may use)")
+
+
+def check_name(flag: str, name: str) -> None:
+    """A run's name (`--run-name`, `--exp-name`) is one folder name inside --runs-dir: no path separator, not `.` or
+    `..`, not empty."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or name != name.strip():
+        fail(f"{flag} {name!r} is not a folder name: a run is one folder inside --runs-dir, so give a name without "
+             "'/', '\\' or surrounding spaces, and not '.' or '..'")
+
+
 def check_extras(capture_video: bool = False, track: bool = False) -> None:
     """The optional packages the chosen options need (moviepy writes videos, wandb tracks) must be installed."""
     for wanted, module, flag, extra in (

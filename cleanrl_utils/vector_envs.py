@@ -75,12 +75,11 @@ def _merge_stats(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {"episode": episode, "_episode": a["_episode"] | mask}
 
 
-def make_env(env_id: str, idx: int, capture_video: bool, run_name: str, noop_max: int = 30) -> Callable[[], gym.Env]:
-    """A thunk building one preprocessed Atari env; env 0 records videos to ``videos/{run_name}`` if asked."""
+def make_env(env_id: str, idx: int, video_folder: str, noop_max: int = 30) -> Callable[[], gym.Env]:
+    """A thunk building one preprocessed Atari env; env 0 records videos to ``video_folder`` if one is given."""
 
     def thunk() -> gym.Env:
-        video_folder = f"videos/{run_name}" if capture_video and idx == 0 else None
-        return make_atari_env(env_id, noop_max=noop_max, video_folder=video_folder)
+        return make_atari_env(env_id, noop_max=noop_max, video_folder=video_folder if video_folder and idx == 0 else None)
 
     return thunk
 
@@ -454,7 +453,7 @@ def make_atari_vector_env(
     env_threads: int = 0,
     seed: int = 0,
     capture_video: bool = False,
-    run_name: str = "",
+    video_folder: str = "videos",
     noop_max: int = 30,
 ) -> gym.vector.VectorEnv:
     """``num_envs`` preprocessed Atari envs behind the backend ``backend`` (see the module docstring).
@@ -464,7 +463,7 @@ def make_atari_vector_env(
     """
     check_backend(backend, num_envs, capture_video=capture_video)
     if backend in ("sync", "async"):
-        env_fns = [make_env(env_id, i, capture_video, run_name, noop_max) for i in range(num_envs)]
+        env_fns = [make_env(env_id, i, video_folder if capture_video else "", noop_max) for i in range(num_envs)]
         if backend == "async":
             return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=SAME_STEP)
         return SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)

@@ -108,7 +108,7 @@ def test_rollout_never_crosses_an_episode_boundary(tmp_path, monkeypatch, script
     )  # fmt: skip
     assert exit_code == 0
     obs, actions, dones = run["obs"], run["actions"], torch.from_numpy(run["dones"])
-    rewards, values = torch.from_numpy(run["rewards"]), run["values"]
+    rewards, values = run["rewards"], run["values"]
     t = obs[:, :, 0, 0, 0].long()
     # every stored observation is a real one of the episode (0..EPISODE_LEN-1), never the terminal frame
     assert t.tolist() == [[i % EPISODE_LEN] * num_envs for i in range(num_steps)]
@@ -134,7 +134,7 @@ def test_rollout_never_crosses_an_episode_boundary(tmp_path, monkeypatch, script
 @pytest.mark.parametrize("vector_env", ["sync", "async"])
 def test_script_vector_envs_use_same_step_autoreset(vector_env):
     args = ppo_atari.Args(env_id="BreakoutNoFrameskip-v4", num_envs=2, vector_env=vector_env)
-    envs = ppo_atari.make_vector_env(args, "test")
+    envs = cleanrl_utils.vector_envs.make_atari_vector_env(args.vector_env, args.env_id, args.num_envs)  # as the script
     try:
         assert envs.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
         assert envs.single_observation_space.shape == (4, 84, 84)
@@ -289,6 +289,7 @@ def test_bad_input_is_a_one_line_error(tmp_path, argv, fragment):
     result = run_script([SCRIPT, *argv], cwd=tmp_path, timeout=120, env=FAST)
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert not (tmp_path / "videos").exists()
 
 
 @pytest.mark.slow
@@ -300,7 +301,7 @@ def test_capture_video_records_env_0(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_name = find_run_dir(tmp_path / "runs").name
-    videos = list((tmp_path / "videos" / run_name).glob("*.mp4"))
+    videos = list((tmp_path / "runs" / run_name / "videos").glob("*.mp4"))  # in the run's folder, not ./videos
     assert videos and all(v.stat().st_size > 1000 for v in videos)
 
 
@@ -339,7 +340,7 @@ def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, tmp_pa
 
 
 def test_network_gives_the_same_outputs_for_either_frame_layout():
-    """The rollout buffer holds frames channels_last; the network must not care how its uint8 input is laid out."""
+    """The network runs channels_last; it must not care how its uint8 input is laid out."""
     torch.manual_seed(0)
     agent = ppo_atari.Agent(type("Envs", (), {"single_action_space": gym.spaces.Discrete(4)}))
     frames = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
@@ -351,35 +352,6 @@ def test_network_gives_the_same_outputs_for_either_frame_layout():
         b = agent.get_action_and_value(frames_last, actions)
     for x, y in zip(a[1:], b[1:]):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
-
-
-def test_rollout_buffer_minibatches_keep_the_network_layout():
-    """A minibatch gathered from the buffer (as in the update) is channels_last already: no transpose per step."""
-    frames, height, width = 4, 84, 84
-    obs = ppo_atari.obs_buffer(128, 8, (frames, height, width), torch.device("cpu"))  # the script's own buffer
-    assert obs.shape == (128, 8, frames, height, width)
-    obs[3] = torch.full((8, 4, 84, 84), 7, dtype=torch.uint8)  # the rollout writes (env, frame, h, w) batches
-    b_obs = obs.reshape((-1, frames, height, width))
-    assert b_obs.data_ptr() == obs.data_ptr()  # a view, not a copy
-    assert torch.equal(b_obs[3 * 8 : 4 * 8], torch.full((8, 4, 84, 84), 7, dtype=torch.uint8))
-    # the update's gather: whole frames from the frames-last storage, the same minibatch as b_obs[mb_inds]
-    obs.copy_(torch.randint(0, 256, obs.shape, dtype=torch.uint8))
-    mb_inds = torch.from_numpy(np.random.default_rng(0).permutation(1024)[:256])
-    assert b_obs.permute(0, 2, 3, 1).is_contiguous()
-    minibatch = b_obs.permute(0, 2, 3, 1).index_select(0, mb_inds).permute(0, 3, 1, 2)
-    assert minibatch.is_contiguous(memory_format=torch.channels_last)
-    assert torch.equal(minibatch, b_obs[mb_inds])
-
-
-@pytest.mark.parametrize("num_envs", [1, 8, 13])
-def test_frames_last_fills_the_staging_buffer_as_a_strided_copy_would(num_envs):
-    """The rollout's host buffer, filled in place through its numpy view, holds what `staging[:] = obs` would."""
-    staging = torch.zeros((num_envs, 84, 84, 4), dtype=torch.uint8)
-    view, staging = staging.numpy(), staging.permute(0, 3, 1, 2)  # as the script builds it
-    frames = np.random.default_rng(num_envs).integers(0, 256, (num_envs, 4, 84, 84), dtype=np.uint8)
-    ppo_atari.frames_last(view, frames)
-    assert torch.equal(staging, torch.from_numpy(frames))
-    assert staging.is_contiguous(memory_format=torch.channels_last)
 
 
 # ---------------------------------------------------------------- checkpoint and resume (cleanrl_utils/resume.py)

@@ -1,4 +1,4 @@
-"""cleanrl_utils/progress.py: what a run shows while it runs (bar or lines) and where its time goes."""
+"""cleanrl_utils/progress.py: what a run shows while it runs (bar or lines)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from cleanrl_utils.progress import PhaseTimer, Progress, format_duration
+from cleanrl_utils.progress import Progress, format_duration
 
 
 class Clock:
@@ -66,22 +66,6 @@ def test_format_duration():
     assert format_duration(59.6) == "0:01:00" and format_duration(3 * 3600 + 61) == "3:01:01"
 
 
-def test_phase_timer_splits_iterations_and_sums_the_run(monkeypatch):
-    ticks = iter([0.0, 2.0, 2.0, 2.5, 10.0, 13.0])
-    monkeypatch.setattr("cleanrl_utils.progress.time.perf_counter", lambda: next(ticks))
-    timer = PhaseTimer()
-    with timer("env"):
-        pass
-    with timer("env"):
-        pass
-    assert timer.lap() == {"env": 2.5}
-    with timer("learn"):
-        pass
-    assert timer.lap() == {"learn": 3.0} and timer.lap() == {}
-    assert timer.total == {"env": 2.5, "learn": 3.0}
-    assert timer.summary(100, 10.0) == "perf: steps=100 seconds=10.00 steps_per_second=10.0 env=2.50 learn=3.00"
-
-
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -97,3 +81,17 @@ def test_the_bar_shows_one_rate_and_one_eta():
     assert last.endswith("100/1000 [00:00, SPS=10, ret=2.0, ETA=0:01:30]"), last
     assert "/s" not in out.getvalue() and "<" not in out.getvalue()  # not tqdm's rate and remaining time as well
     assert "global_step=" not in out.getvalue()  # the bar instead of lines
+
+
+def test_a_line_of_the_run_goes_above_the_bar_or_plainly_without_one():
+    out = Terminal()
+    progress = Progress(1000, out=out, clock=Clock())
+    progress.update(100, sps=10, recent_returns=[])
+    progress.write("checkpoint: iteration 1, global step 100")
+    progress.close()
+    text = out.getvalue()
+    assert "checkpoint: iteration 1, global step 100\n" in text  # a line of its own, the bar redrawn below it
+    assert text.rstrip().split("\r")[-1].startswith(" 10%") or "100/1000" in text.rstrip().split("\n")[-1]
+    plain = io.StringIO()
+    Progress(1000, out=plain).write("checkpoint: iteration 1, global step 100")
+    assert plain.getvalue() == "checkpoint: iteration 1, global step 100\n"

@@ -1,0 +1,113 @@
+"""Copy ppo_atari.py and change it, as a CleanRL user does: an RND-style intrinsic reward (a random target network,
+a predictor trained to match it, a running normaliser of its error), added in a few lines. The copy must run, stop
+on SIGTERM with a checkpoint, resume, and get its extra network, optimizer and normaliser back; its device-side
+reward must cost no host sync per rollout step; and a copy that forgets to save the new network must be told so at
+its first checkpoint, not lose it silently on a resume.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for
+
+SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari.py"
+RUN = ["--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1",
+       "--torch-threads", "1", "--no-progress-bar"]
+FAST = {"OMP_NUM_THREADS": "1"}
+
+# (where, what is added after it): the whole change, 28 lines
+EDITS = [
+    ("        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)\n", '''
+
+class RND(nn.Module):
+    """Random network distillation: the predictor's error on a frame is its novelty."""
+
+    def __init__(self):
+        super().__init__()
+        self.target = nn.Sequential(nn.Flatten(), nn.Linear(84 * 84, 16)).requires_grad_(False)
+        self.predictor = nn.Sequential(nn.Flatten(), nn.Linear(84 * 84, 16))
+
+    def forward(self, x):
+        x = x[:, -1].float() / 255.0
+        return (self.target(x) - self.predictor(x)).pow(2).mean(1)
+'''),
+    ('    state = {"agent": agent, "optimizer": optimizer}\n', '''    rnd = RND().to(device)
+    rnd_optimizer = optim.Adam(rnd.predictor.parameters(), lr=1e-3)
+    novelty_scale = torch.ones(1, device=device)  # a running mean of the novelty, to normalise it
+    state.update(rnd=rnd, rnd_optimizer=rnd_optimizer, novelty_scale=novelty_scale)
+'''),
+    ("        load_state(state, ckpt)\n", '''        print(f"restored rnd {rnd.predictor[1].weight.sum().item():.6f} scale {novelty_scale.item():.6f}")
+'''),
+    ("            rewards[step] = host_reward.to(device, non_blocking=True)\n", '''            with torch.no_grad():
+                novelty = rnd(next_obs)
+            novelty_scale.mul_(0.99).add_(0.01 * novelty.mean())
+            rewards[step] += 0.1 * novelty / novelty_scale
+'''),
+    ("        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()\n", '''        rnd_optimizer.zero_grad()
+        rnd(b_obs).mean().backward()
+        rnd_optimizer.step()
+'''),
+]
+
+
+def copy_with_rnd(tmp_path: Path, save_rnd: bool = True) -> Path:
+    source = SCRIPT.read_text()
+    for where, added in EDITS:
+        assert source.count(where) == 1, f"the line this copy edits after has changed: {where!r}"
+        source = source.replace(where, where + added)
+    if not save_rnd:  # the mistake: the new network and its optimizer are left out of the checkpoint
+        source = source.replace("state.update(rnd=rnd, rnd_optimizer=rnd_optimizer, novelty_scale=novelty_scale)",
+                                "state.update(rnd_optimizer=rnd_optimizer)")
+    copy = tmp_path / "ppo_atari_rnd.py"
+    copy.write_text(source)
+    return copy
+
+
+def test_the_change_is_small():
+    assert sum(added.count("\n") for _, added in EDITS) <= 30
+
+
+@pytest.mark.slow
+def test_a_copy_with_an_intrinsic_reward_stops_and_resumes_with_its_extra_state(tmp_path):
+    copy = copy_with_rnd(tmp_path)
+    common = [str(copy), *RUN, "--total-timesteps", "4096", "--runs-dir", str(tmp_path / "runs"), "--run-name", "rnd"]
+    log = tmp_path / "first.log"
+    proc = start_script(common + ["--checkpoint-interval", "1"], tmp_path, log, env=FAST)
+    try:
+        wait_for(log, "checkpoint: iteration 2,", proc, timeout=300)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ckpt = torch.load(tmp_path / "runs" / "rnd" / "checkpoint.pt", weights_only=True)
+    assert set(ckpt["state"]) == {"agent", "optimizer", "rnd", "rnd_optimizer", "novelty_scale"}
+    saved_weight = float(ckpt["state"]["rnd"]["predictor.1.weight"].sum())
+    saved_scale = float(ckpt["state"]["novelty_scale"])
+    assert saved_scale != 1.0  # the normaliser moved during the run
+    assert ckpt["state"]["rnd_optimizer"]["state"]  # Adam's moments of the predictor
+
+    result = run_script(common + ["--resume", "--total-timesteps", "4352"], cwd=tmp_path, timeout=300, env=FAST)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"restored rnd {saved_weight:.6f} scale {saved_scale:.6f}" in result.stdout, result.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_the_intrinsic_reward_costs_no_host_sync_per_step(tmp_path):
+    copy = copy_with_rnd(tmp_path)
+    result = run_script(["-m", "benchmark.lab.host_syncs", str(copy), *RUN, "--total-timesteps", "128",
+                         "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=300, env=FAST)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "host syncs: rollout step 1, " in result.stdout, result.stdout[-2000:]  # the actions, as in the script
+
+
+@pytest.mark.slow
+def test_a_network_left_out_of_the_checkpoint_is_an_error_at_the_first_save(tmp_path):
+    copy = copy_with_rnd(tmp_path, save_rnd=False)
+    result = run_script([str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
+                        cwd=tmp_path, timeout=300, env=FAST)
+    assert_one_line_error(result, "the optimizer 'rnd_optimizer' in the checkpoint's state steps parameters of a network")
