@@ -26,8 +26,8 @@ from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
 from cleanrl_utils.validation import Count, check_batch, check_box_observations, check_can_record_video
-from cleanrl_utils.validation import check_discrete_actions, check_extras, check_non_negative, check_not_atari_env_id
-from cleanrl_utils.validation import check_positive, make_probe_env
+from cleanrl_utils.validation import check_discrete_actions, check_extras, check_not_atari_env_id, check_ranges
+from cleanrl_utils.validation import make_probe_env
 
 
 @dataclass
@@ -47,14 +47,14 @@ class Args:
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
     capture_video: bool = False
-    """whether to capture videos of the agent performances (env 0, under `videos/{run_name}`; needs `.[video]`)"""
+    """whether to capture videos of the agent performances (env 0, under `{runs_dir}/{run_name}/videos`; needs `.[video]`)"""
     save_model: bool = False
     """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
     runs_dir: str = "runs"
     """the folder of the TensorBoard logs, checkpoints and saved models"""
     run_name: str | None = None
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
-    checkpoint_interval: int = 100
+    checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
     resume: ResumeMode = "no"
     """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --cuda)"""
@@ -70,9 +70,9 @@ class Args:
     """total timesteps of the experiments (5e5 works too; rounded down to a multiple of num_envs * num_steps)"""
     learning_rate: float = 2.5e-4
     """the learning rate of the optimizer"""
-    num_envs: int = 4
+    num_envs: Count = 4
     """the number of parallel game environments"""
-    num_steps: int = 128
+    num_steps: Count = 128
     """the number of steps to run in each environment per policy rollout"""
     anneal_lr: bool = True
     """Toggle learning rate annealing for policy and value networks"""
@@ -80,9 +80,9 @@ class Args:
     """the discount factor gamma"""
     gae_lambda: float = 0.95
     """the lambda for the general advantage estimation"""
-    num_minibatches: int = 4
+    num_minibatches: Count = 4
     """the number of mini-batches"""
-    update_epochs: int = 4
+    update_epochs: Count = 4
     """the K epochs to update the policy"""
     norm_adv: bool = True
     """Toggles advantages normalization"""
@@ -108,11 +108,11 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def make_env(env_id, idx, capture_video, run_name):
+def make_env(env_id, idx, capture_video, video_folder):
     def thunk():
         if capture_video and idx == 0:
             env = gym.make(env_id, render_mode="rgb_array")
-            env = gym.wrappers.RecordVideo(env, f"videos/{run_name}")
+            env = gym.wrappers.RecordVideo(env, video_folder)
         else:
             env = gym.make(env_id)
         return env
@@ -124,7 +124,7 @@ def make_vector_env(args, run_name):
     """SAME_STEP autoreset: the step that ends an episode returns the next episode's first obs, so every stored step
     is a real transition and `dones[t]` cuts GAE's bootstrap at episode boundaries (truncation counts as termination,
     as in CleanRL). The vector-level RecordEpisodeStatistics reports finished episodes in infos["episode"]."""
-    env_fns = [make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)]
+    env_fns = [make_env(args.env_id, i, args.capture_video, os.path.join(args.runs_dir, run_name, "videos")) for i in range(args.num_envs)]
     if args.vector_env == "async":
         envs = gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     else:
@@ -189,10 +189,7 @@ if __name__ == "__main__":
     args, run_name, ckpt = start_run(Args, __file__)  # a resume: the run's stored settings and its checkpoint
 
     # bad input stops here with one `error: ...` line, before the run writes anything
-    check_positive(num_envs=args.num_envs, num_steps=args.num_steps, num_minibatches=args.num_minibatches,
-                   update_epochs=args.update_epochs, total_timesteps=args.total_timesteps,
-                   learning_rate=args.learning_rate)  # fmt: skip
-    check_non_negative(checkpoint_interval=args.checkpoint_interval)
+    check_ranges(args)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
     check_not_atari_env_id(args.env_id)  # before the probe env: an Atari game's pixels would pass as a Box
     probe_env = make_probe_env(args.env_id)
@@ -391,7 +388,7 @@ if __name__ == "__main__":
             writer.flush()  # logged steps up to the checkpoint must be on disk before it
             path = os.path.join(run_dir, CHECKPOINT_FILE)
             save_checkpoint(path, state, args, iteration, global_step, [rng_state(device)], recent_returns)
-            print(f"checkpoint: iteration {iteration}, global step {global_step}", flush=True)
+            progress.write(f"checkpoint: iteration {iteration}, global step {global_step}")
         if stop.requested:
             break
 

@@ -195,8 +195,8 @@ def flag_text(field: str, value) -> str:
 
 
 def resume_command(args, run_name: str, launched: bool = False) -> str:
-    """The command that continues this run, as the user can type it; under torchrun, the script's part of the
-    launch."""
+    """The command that continues this run, as the user can type it; under torchrun, a torchrun launch of as many
+    ranks (on several nodes, the rendezvous endpoint is the user's own: HOST:PORT)."""
     python = os.path.basename(sys.executable)
     if shutil.which(python) is None or os.path.realpath(shutil.which(python)) != os.path.realpath(sys.executable):
         python = sys.executable
@@ -204,7 +204,14 @@ def resume_command(args, run_name: str, launched: bool = False) -> str:
     if args.runs_dir != "runs":
         words += ["--runs-dir", args.runs_dir]
     command = shlex.join(words)
-    return f"the same torchrun launch of {command}" if launched else f"{shlex.quote(python)} {command}"
+    if not launched:
+        return f"{shlex.quote(python)} {command}"
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // per_node)
+    if nodes == 1:
+        return f"torchrun --standalone --nnodes=1 --nproc_per_node={per_node} {command}"
+    return (f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT "
+            f"{command} (on every node)")
 
 
 def _read_text(path: str) -> Optional[str]:
