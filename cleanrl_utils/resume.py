@@ -86,9 +86,37 @@ def restore_rng(ckpt: dict, rank: int, world_size: int, seed: int, device: torch
 
 
 def atomic_save(obj: dict, path: str) -> None:
+    """`obj` to `path` through a temporary file renamed over it: the old file stays whole until the new one is. A
+    failed write (a full disk) removes the temporary file, keeps the old one and is a one-line error."""
     tmp = path + ".tmp"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        chain, cause = [], exc
+        while cause is not None:
+            chain, cause = chain + [str(cause)], cause.__cause__ or cause.__context__
+        if isinstance(exc, RuntimeError) and not any("writ" in text or "unexpected pos" in text for text in chain):
+            raise  # not a failed write: a bug, with its traceback
+        folder = os.path.dirname(os.path.abspath(path))
+        needed = sum(t.numel() * t.element_size() for t in _tensors(obj))
+        free = shutil.disk_usage(folder).free
+        kept = "the last one there is kept; " if os.path.exists(path) else ""
+        fail(f"cannot write {os.path.basename(path)} in {folder}: it needs about {needed / 2**20:.0f} MiB and the disk "
+             f"has {free / 2**20:.0f} MiB free ({kept}free some space, then resume with --resume)")
+
+
+def _tensors(obj) -> Iterator[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _tensors(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _tensors(value)
 
 
 def check_state(state: dict[str, Any]) -> None:
