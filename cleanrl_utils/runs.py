@@ -4,8 +4,16 @@ the submission tools).
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import os
+import sys
 from typing import Optional, Sequence
+
+import tyro
+
+from cleanrl_utils.validation import check_env_id, check_ranges, fail, is_atari
 
 
 def sweep_run_name(env_id: Optional[str], exp_name: str, seed: int) -> str:
@@ -37,3 +45,36 @@ def supports_resume(script: str) -> bool:
         except OSError:
             continue
     return False
+
+
+def check_script_flags(script: str, flags: Sequence[str]) -> None:
+    """The flags of a command `python SCRIPT FLAGS`, parsed here by the script's own `Args` and range- and env-id-checked
+    as the script checks them, before anything is submitted: a bad flag is one error line now, not a failed job on a
+    cluster. A script that is not found here, or has no `Args` dataclass and `__main__` block, is left to the cluster."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = next((p for p in (script, os.path.join(repo, script)) if os.path.isfile(p)), None)
+    source = open(path).read() if path else ""
+    if "\nclass Args" not in source or 'if __name__ == "__main__":' not in source:
+        return  # not a script of this project's shape: loading it here could run it
+    name = "cleanrl_flags_check_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # tyro reads Args' docstrings by its module
+    spec.loader.exec_module(module)  # the script's definitions; its run is under `if __name__ == "__main__"`
+    args_type = getattr(module, "Args", None)
+    if args_type is None:
+        return
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
+            args = tyro.cli(args_type, args=list(flags))
+    except SystemExit:
+        lines = [line.strip(" │╭╮╰╯─┌┐└┘|-") for line in out.getvalue().splitlines()]
+        said = " ".join(dict.fromkeys(line for line in lines if line and not line.startswith("usage:")))
+        fail(f"the command's flags do not parse for {os.path.basename(script)}: {said[:300]}")
+    check_ranges(args)
+    env_id = getattr(args, "env_id", None)
+    if env_id is not None:
+        check_env_id(env_id)
+        if is_atari(env_id) != ("atari" in os.path.basename(script)):
+            fail(f"--env-id {env_id} is {'an' if is_atari(env_id) else 'not an'} Atari game, and "
+                 f"{os.path.basename(script)} is {'not ' * ('atari' not in os.path.basename(script))}for Atari games")

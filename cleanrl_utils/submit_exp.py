@@ -49,7 +49,7 @@ from cleanrl_utils import slurm
 from cleanrl_utils.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.processes import stop_process_groups
 from cleanrl_utils.validation import check_positive, fail
-from cleanrl_utils.runs import supports_resume, sweep_run_of
+from cleanrl_utils.runs import check_script_flags, supports_resume, sweep_run_of
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
@@ -214,6 +214,8 @@ def parse_job(args: Args) -> Job:
             fail(f"--command must not set {flag}: {why}")
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
+    if argv[0] != "-m":
+        check_script_flags(script, argv[1:])  # here, not on the cluster
     torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
     if args.num_nodes > 1 and not torchrun:
         fail(

@@ -250,6 +250,11 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
         (["--command", USER_COMMAND, "--efs-access-point-id", "fsap-1"], "needs --efs-file-system-id"),
         (["--command", USER_COMMAND, "--instance-type", "x9.huge"], "unknown --instance-type 'x9.huge'"),
         (["--command", USER_COMMAND, "--wandb-key-env", "NOT_SET_ANYWHERE_123"], "NOT_SET_ANYWHERE_123"),
+        # the command's own flags, checked here by the script's Args before anything is submitted
+        (["--command", "python cleanrl/ppo_atari.py --env-id Pong"], "unknown environment id 'Pong'"),
+        (["--command", "python cleanrl/ppo_atari.py --num-envz 8"], "do not parse for ppo_atari.py"),
+        (["--command", "python cleanrl/ppo_atari.py --gamma 1.5"], "--gamma must be between 0 and 1"),
+        (["--command", "python cleanrl/ppo.py --env-id BreakoutNoFrameskip-v4"], "ppo.py is not for Atari games"),
     ],
 )
 def test_bad_input_gives_one_line_error(tmp_path, args, message):
