@@ -1,4 +1,5 @@
-"""cleanrl_utils/malloc.py: after keep_freed_memory(), a big tensor freed and allocated again costs no page faults."""
+"""benchmark/lab/malloc.py (the scripts' mallopt settings, for the lab): after keep_freed_memory(), a big tensor
+freed and allocated again costs no page faults."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from helpers import REPO_ROOT
 
 PROGRAM = """
 import resource, sys, torch
-from cleanrl_utils.malloc import keep_freed_memory
+from benchmark.lab.malloc import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "keep" else None
 def faults(n=5):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -1,5 +1,5 @@
-"""The rollout's inference in slices (cleanrl_utils/sliced.py): the whole batch's numbers within float rounding, in
-order, on other threads, and the scripts' runs the same by it."""
+"""Inference in slices (benchmark/lab/sliced.py), a form the throughput benchmark times for comparison: the whole
+batch's numbers within float rounding, in order, on other threads."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import threading
 
 import pytest
 import torch
-from helpers import LOSS_TAGS, find_run_dir, load_script, read_scalars, run_script
-from test_fixed_seed import beyond_tolerance
+from helpers import load_script
 
-from cleanrl_utils.placement import plan_threads, usable_cores
-from cleanrl_utils.sliced import MIN_SLICE, SlicedInference, inference_slices
+from benchmark.lab.sliced import MIN_SLICE, SlicedInference, inference_slices
 
 
 class _Spaces:
@@ -22,7 +20,7 @@ class _Spaces:
 @pytest.fixture
 def one_thread():
     before = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the scripts' rollout: the workers start with this count
+    torch.set_num_threads(1)  # as the throughput benchmark times it: the workers start with this count
     yield
     torch.set_num_threads(before)
 
@@ -32,14 +30,6 @@ def test_slices_per_batch_and_cores():
     assert inference_slices(8, 16) == 2  # at least MIN_SLICE samples per slice
     assert inference_slices(64, 16) == 16
     assert inference_slices(4, 2) == inference_slices(7, 2) == inference_slices(8, 1) == 1
-    plan = plan_threads(num_envs=8, cores=2)
-    assert (plan.inference_slices, plan.inference_threads, plan.learning_threads) == (2, 1, 2)
-    assert "the batch in 2 slices" in plan.describe("envpool")
-    plan = plan_threads(num_envs=8, cores=2, sliced=False)  # a GPU or torch.compile: the whole batch
-    assert (plan.inference_slices, plan.inference_threads) == (1, 2)
-    assert "slices" not in plan.describe("envpool")
-    plan = plan_threads(num_envs=8, torch_threads=2, cores=2)  # an explicit thread count: as asked
-    assert (plan.inference_slices, plan.inference_threads, plan.learning_threads) == (1, 2, 2)
 
 
 @pytest.mark.parametrize("batch,slices", [(8, 2), (9, 2), (12, 3), (16, 4), (16, 2)])
@@ -106,21 +96,3 @@ def test_a_worker_error_reaches_the_caller_and_the_next_call_is_right():
             assert torch.equal(sliced(good), good + 1)  # no result of the failed call is read
     finally:
         sliced.close()
-
-
-@pytest.mark.skipif(usable_cores() < 2, reason="inference runs in slices only with 2 or more cores")
-@pytest.mark.parametrize("script", ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"])
-def test_a_run_in_slices_logs_the_losses_of_a_run_without(tmp_path, script):
-    run = [script, "--num-envs", "8", "--num-steps", "16", "--total-timesteps", "256", "--vector-env", "sync",
-           "--no-progress-bar", "--seed", "5"]
-    losses = []
-    # the default plan (slices on 2+ cores), then the whole batch on as many threads as the update uses
-    for flags in ([], ["--torch-threads", str(usable_cores())]):
-        runs = tmp_path / f"runs{len(losses)}"
-        result = run_script([*run, *flags, "--runs-dir", str(runs)], cwd=tmp_path, timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert ("the batch in 2 slices" in result.stdout) == (not flags), result.stdout[:500]
-        assert "terminate called" not in result.stderr  # the workers end before the interpreter does
-        losses.append({tag: [list(v) for v in read_scalars(find_run_dir(runs), tag)] for tag in LOSS_TAGS})
-    # within float rounding (the slices' kernels may round otherwise: see the test above)
-    assert losses[0]["losses/value_loss"] and not beyond_tolerance(losses[0], losses[1])

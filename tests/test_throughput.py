@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 from benchmark.lab import throughput
-from cleanrl_utils.placement import plan_threads
+from benchmark.lab.placement import plan_threads
+from benchmark.lab.sliced import inference_slices
 from benchmark.lab.throughput import Args, targets, write_report
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
@@ -74,6 +75,9 @@ def test_report_and_plots_are_written(tmp_path):
     assert "1,600 agent steps/s = **80% of raw emulation per core**" in text  # 1600 / (8000 / 4)
     assert "failed: boom" in text and "failed: no rendezvous" in text and "failed: no compiler" in text
     assert "**met**" in text and "test cpu" in text
+    # the scripts' form, as they run now: the whole batch on all the cores, sleeping workers, glibc keeping memory
+    assert "The scripts' form on CPU: channels_last (eager), the whole batch on 2 torch thread(s)" in text
+    assert "OMP_WAIT_POLICY=PASSIVE" in text and "channels_last+slices" not in text  # no sliced row timed here
     for png in ("throughput_testbox_env.png", "throughput_testbox_e2e.png"):
         assert (tmp_path / png).stat().st_size > 5000
     assert (tmp_path / "throughput_testbox.json").exists()
@@ -150,35 +154,31 @@ def test_the_loops_phases_are_those_of_the_steady_iterations(tmp_path):
 def test_inference_in_the_loop_and_the_loaded_rows_are_judged():
     args = Args(env_counts=[8, 16, 32], num_envs=8)
     results = synthetic_results(best_env16=3500.0, best_sps=700.0)
-    # alone: 8 / 4000 = 2 ms per batch in the scripts' form (2 cores, 8 envs: 2 slices); in the loop: 1.2 s over
-    # 512 batches
-    assert throughput.script_form(8, 2) == ("channels_last+slices", 2)
-    results["network"][0].update(form="channels_last+slices", inference=4000.0)
-    results["network"].insert(0, dict(results["network"][0], form="channels_last", inference=9000.0))  # not this one
+    # alone: 8 / 4000 = 2 ms per batch in the scripts' form (2 cores: the whole batch on 2 threads); in the loop: 1.2 s
+    # over 512 batches
+    assert throughput.script_form(8, 2) == ("channels_last", 2)
+    results["network"][0].update(inference=4000.0)
+    results["network"].insert(0, dict(results["network"][0], threads=1, inference=9000.0))  # not this one
+    results["network"].append(dict(results["network"][1], form="channels_last+slices", inference=9500.0))  # nor this
     plain = dict(results["e2e"][0], backend="ale", steps=4096, inference=1.2)
     loaded = dict(plain, backend="ale loaded", steady_sps=300.0)
-    loaded_whole = dict(plain, backend="ale --torch-threads 2 loaded", steady_sps=250.0)
     loaded_spin = dict(plain, backend="ale GOMP_SPINCOUNT=10000 loaded", steady_sps=320.0)
-    results["e2e"] = [plain, loaded, loaded_whole, loaded_spin]
+    results["e2e"] = [plain, loaded, loaded_spin]
+    inference_target = "inference in the loop within 1.3x of alone (batch 8, channels_last, 2 thread(s))"
     judged = {name: (measured, ok) for name, measured, ok in targets(results, args)}
-    measured, ok = judged["inference in the loop within 1.3x of alone (batch 8, channels_last+slices, 2 thread(s))"]
+    measured, ok = judged[inference_target]
     assert ok and "2.34 ms vs 2.00 ms = 1.17x" in measured  # 1.2 s / 512 batches
-    # the target: no slower under load than the thread plan the slices replaced (the whole batch on all cores)
-    loaded_target = ("loaded (one busy process per core): the defaults no slower than the thread plan before the "
-                     "slices, `ale --torch-threads 2 loaded`")
-    measured, ok = judged[loaded_target]
-    assert ok and "300 vs 250" in measured
-    # a faster spin is shown, without a verdict: no target asks for it
-    measured, ok = judged["loaded, for comparison: the defaults against `ale GOMP_SPINCOUNT=10000 loaded`"]
+    # the spin under load is shown, without a verdict: no target asks for it
+    loaded_spin_row = "loaded (one busy process per core), for comparison: the defaults against " \
+        "`ale GOMP_SPINCOUNT=10000 loaded`"
+    measured, ok = judged[loaded_spin_row]
     assert ok is None and "300 vs 320" in measured
+    assert not [name for name in judged if "slices" in name or "--torch-threads" in name]  # the plan before is gone
     results["e2e"][0]["inference"] = 1.5  # 2.93 ms: 1.46x
-    results["e2e"][2]["steady_sps"] = 310.0
-    judged = {name: ok for name, _, ok in targets(results, args)}
-    assert not judged["inference in the loop within 1.3x of alone (batch 8, channels_last+slices, 2 thread(s))"]
-    assert not judged[loaded_target]
+    assert not {name: ok for name, _, ok in targets(results, args)}[inference_target]
 
 
-def test_loaded_rows_run_the_three_plans_in_turns(monkeypatch):
+def test_loaded_rows_run_the_defaults_and_the_spin_in_turns(monkeypatch):
     calls = []
 
     def fake_end_to_end(backend, args, workdir, extra=(), label="", extra_env=None, attempt=1):
@@ -192,14 +192,14 @@ def test_loaded_rows_run_the_three_plans_in_turns(monkeypatch):
     monkeypatch.setattr(throughput, "plan_threads", lambda num_envs: SimpleNamespace(cores=2))
     rows = throughput.loaded_rows("ale", Args(num_envs=8), "/tmp")
     assert busy == [2]
-    assert [name for name, _ in calls[:2]] == ["ale --torch-threads 2", "ale GOMP_SPINCOUNT=10000"]  # idle
-    forward = ["ale loaded", "ale --torch-threads 2 loaded", "ale GOMP_SPINCOUNT=10000 loaded"]
+    assert [name for name, _ in calls[:1]] == ["ale GOMP_SPINCOUNT=10000"]  # idle (the defaults ran already)
+    forward = ["ale loaded", "ale GOMP_SPINCOUNT=10000 loaded"]
     assert throughput.LOADED_ROUNDS % 2 == 0  # as often first as last: a drift of the machine's speed hits all alike
-    assert calls[2:] == [(name, attempt) for attempt in range(1, throughput.LOADED_ROUNDS + 1)
+    assert calls[1:] == [(name, attempt) for attempt in range(1, throughput.LOADED_ROUNDS + 1)
                          for name in (forward if attempt % 2 else forward[::-1])]
-    assert [r["backend"] for r in rows] == [name for name, _ in calls[:5]]
+    assert [r["backend"] for r in rows] == [name for name, _ in calls[:3]]
     sps = {call: 101.0 + k for k, call in enumerate(calls)}  # the fake's figure of each run
-    for row in rows[2:]:
+    for row in rows[1:]:
         name = row["backend"]
         assert row["steady_runs"] == [sps[(name, a)] for a in range(1, throughput.LOADED_ROUNDS + 1)]
 
@@ -248,7 +248,7 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
             "| 0.250 (loop: 1.20x) |") in text
     assert "| 4 | failed: killed |" in text
     # inference in the loop, judged on the same runs: 0.3 ms against 0.25 ms of the scripts' form timed around it
-    inference_target = "inference in the loop within 1.3x of alone (batch 8, channels_last+slices, 2 thread(s))"
+    inference_target = "inference in the loop within 1.3x of alone (batch 8, channels_last, 2 thread(s))"
     measured, ok = {name: (m, ok) for name, m, ok in results["targets"]}[inference_target]
     assert ok and "median of 3 runs, each against its form timed around it: 1.20x" in measured
     results["repeats"][1]["loop_ms"] = dict(results["repeats"][1]["loop_ms"], inference=0.4)  # 1.6x
@@ -264,8 +264,8 @@ def test_the_repeated_runs_phases_per_step_are_those_of_their_steady_iterations(
          "learn": 6.144, "steady_phases": None},  # no events: the whole run
     ])
     monkeypatch.setattr(throughput, "end_to_end", lambda *a, **k: next(runs))
-    network = [{"form": "channels_last+slices", "threads": 2, "inference": 8000.0, "training": None},
-               {"form": "channels_last", "threads": 2, "inference": 4000.0, "training": 4000.0}]
+    network = [{"form": "channels_last+slices", "threads": 2, "inference": 4000.0, "training": None},
+               {"form": "channels_last", "threads": 2, "inference": 8000.0, "training": 4000.0}]
     bound = {"combined": 700.0, "physical": 8000.0, "inference": 8000.0, "training": 4000.0, "network": network}
     monkeypatch.setattr(throughput, "bounds_now", lambda *a: bound)
     monkeypatch.setattr(throughput, "usable_cores", lambda: 2)
@@ -280,12 +280,14 @@ def test_the_network_can_be_timed_in_chosen_forms_only():
     rows = throughput.network_rates(8, seconds=0.2, try_compile=False, rounds=1, only=["channels_last"])
     assert {row["form"] for row in rows} == {"channels_last"} and all(row["inference"] > 0 for row in rows)
     cores = plan_threads(8).cores
-    if plan_threads(8).inference_slices > 1:  # the scripts' rollout form: on all cores, its workers ended after
+    # the scripts' form is among the rows: the whole batch on all the cores
+    assert throughput.script_form(8, cores) in {(row["form"], row["threads"]) for row in rows}
+    if inference_slices(8, cores) > 1:  # the sliced form, for comparison: on all cores, its workers ended after
         rows = throughput.network_rates(8, seconds=0.2, try_compile=False, rounds=1, only=["channels_last+slices"])
         assert [(row["form"], row["threads"]) for row in rows] == [("channels_last+slices", cores)]
         assert rows[0]["inference"] > 0 and rows[0]["training"] is None  # it trains as channels_last
         assert not [t for t in threading.enumerate() if t.name == "sliced-inference"]
-    assert throughput.script_form(4, 2) == ("channels_last", 2)  # 4 envs: no slices of 4 on 2 cores
+    assert throughput.script_form(8, 2) == throughput.script_form(4, 2) == ("channels_last", 2)  # no slices
     assert throughput.script_form(8, 1) == ("channels_last", 1)
 
 

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 from helpers import assert_one_line_error, find_run_dir, read_scalars, run_script
 
-from cleanrl_utils.placement import plan_threads
 from cleanrl_utils.vector_envs import BACKENDS, make_atari_vector_env
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
@@ -299,20 +298,6 @@ def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
     result = run_script(["cleanrl/ppo_atari.py", *flags, "--num-steps", "8", "--total-timesteps", "64",
                          "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=120)
     assert_one_line_error(result, fragment)
-
-
-def test_threads_are_sized_to_the_cores_of_each_rank():
-    plan = plan_threads(num_envs=8, cores=16, local_ranks=2)
-    assert (plan.cores, plan.env_threads, plan.learning_threads) == (8, 8, 8)
-    assert (plan.inference_slices, plan.inference_threads) == (2, 1)  # 8 envs: 2 slices of 4, 1 torch thread each
-    assert "8 env threads" in plan.describe("envpool")
-    assert "env threads" not in plan.describe("ale") + plan.describe("sync")  # the setting applies to envpool only
-    plan = plan_threads(num_envs=4, cores=16, local_ranks=1)
-    assert plan.env_threads == 4  # never more threads than envs
-    plan = plan_threads(num_envs=8, cores=2, local_ranks=4)
-    assert (plan.env_threads, plan.learning_threads) == (1, 1)  # at least one each
-    plan = plan_threads(num_envs=8, env_threads=3, torch_threads=2, cores=16, local_ranks=1)
-    assert (plan.env_threads, plan.inference_threads, plan.learning_threads) == (3, 2, 2)
 
 
 @pytest.mark.parametrize("backend", ["envpool", "ale"])

@@ -7,13 +7,14 @@ The OpenMP policy is read when torch loads, so compare policies by running this 
     GOMP_SPINCOUNT=10000 python -m benchmark.lab.loop_profile             # workers spin briefly
     OMP_WAIT_POLICY=ACTIVE python -m benchmark.lab.loop_profile           # workers spin
 
-Each round times, per torch thread count (and, on 2+ cores, the scripts' form: the batch in slices on one thread
-each, ``s{slices}``), a batch-``num_envs`` forward with the action sampled and copied out:
+Each round times, on 1 torch thread and on all the process's cores (``t{cores}``: the scripts' form, the whole batch
+on the threads of their plan), a batch-``num_envs`` forward with the action sampled and copied out:
 in a tight loop ("alone"), alternating with a step of the vector env ("loop", and the env step itself), and
 alternating with a ``time.sleep`` as long as that env step ("sleep": what is left of the loop's cost without the
 env's threads). With ``--pipelined`` each round also times the rollout overlapped: the envs in two pools of half the
 batch each, one stepping while the policy acts for the other on one torch thread ("pipelined", ms per batch of
-``num_envs``, to set against "loop" + "env" of the serial rollout).
+``num_envs``, to set against "loop" + "env" of the serial rollout). As in the scripts, glibc keeps freed memory
+(``benchmark/lab/malloc.py``) and the env pool gets the scripts' stepping threads (``benchmark/lab/placement.py``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ import numpy as np
 import torch
 import tyro
 
-from cleanrl_utils.malloc import keep_freed_memory
-from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
-from cleanrl_utils.validation import fail
-from cleanrl_utils.sliced import SlicedInference
+from benchmark.lab.malloc import keep_freed_memory
+from benchmark.lab.placement import plan_threads, use_threads
 from benchmark.lab.throughput import _Spaces, load_agent_class
+from cleanrl_utils.validation import fail
 from cleanrl_utils.vector_envs import envpool_available, make_atari_vector_env
 
 
@@ -53,19 +53,15 @@ class Args:
 
 
 def profile(args: Args) -> dict[str, list[float]]:
-    """Milliseconds per batch, one value per round, under ``{mode}_t{threads}`` and ``{mode}_s{slices}`` (modes:
-    alone, loop, env, sleep), and ``pipelined`` with ``args.pipelined``."""
+    """Milliseconds per batch, one value per round, under ``{mode}_t{threads}`` (modes: alone, loop, env, sleep;
+    threads: 1 and the scripts' count), and ``pipelined`` with ``args.pipelined``."""
     backend = args.vector_env or ("envpool" if envpool_available() else "ale")
     torch.manual_seed(0)
     agent = load_agent_class()(_Spaces)
     envs = make_atari_vector_env(backend, args.env_id, args.num_envs,
                                  env_threads=plan_threads(args.num_envs).env_threads)  # as the scripts size it
     obs = torch.as_tensor(envs.reset(seed=0)[0])
-    whole = agent.hidden
-    slices = plan_threads(args.num_envs).inference_slices
-    sliced = SlicedInference(whole, slices)
-    variants = [(f"t{threads}", threads, whole) for threads in sorted({1, usable_cores()})]
-    variants += [(f"s{slices}", 1, sliced)] if slices > 1 else []
+    thread_counts = sorted({1, plan_threads(args.num_envs).torch_threads})
     half = args.num_envs // 2
     halves = [
         make_atari_vector_env(backend, args.env_id, half, env_threads=plan_threads(half).env_threads, seed=k * half)
@@ -81,9 +77,9 @@ def profile(args: Args) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {}
     try:
         for _ in range(args.rounds):
-            for variant, threads, hidden in variants:
+            for threads in thread_counts:
+                variant = f"t{threads}"
                 use_threads(threads)
-                agent.hidden = hidden
                 for _ in range(10):  # warm-up
                     infer(obs)
                 start = time.perf_counter()
@@ -107,7 +103,6 @@ def profile(args: Args) -> dict[str, list[float]]:
                     times.setdefault(f"{mode}_{variant}", []).append(1e3 * seconds / args.steps)
             if halves:  # one half steps while the policy acts for the other
                 use_threads(1)
-                agent.hidden = whole
                 first, second = halves
                 first.step_async(infer(half_obs[0]))
                 start = time.perf_counter()
@@ -120,7 +115,6 @@ def profile(args: Args) -> dict[str, list[float]]:
                 half_obs[0] = torch.as_tensor(first.step_wait()[0])
                 times.setdefault("pipelined", []).append(1e3 * pipelined / args.steps)
     finally:
-        sliced.close()
         envs.close()
         for envs_half in halves:
             envs_half.close()

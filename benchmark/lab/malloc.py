@@ -1,4 +1,6 @@
-"""Keep freed tensor memory in the process instead of giving it back to the OS after every minibatch (glibc).
+"""Keep freed tensor memory in the process instead of giving it back to the OS after every minibatch (glibc): the
+lab's measurements get the allocator settings that the training scripts make inline (``mallopt`` with the same two
+thresholds, 1 GiB, right after sizing their threads).
 
 glibc's malloc serves a block of more than its mmap threshold (128 KiB, raised at run time up to 32 MiB) with a
 fresh ``mmap`` and returns it with ``munmap`` when freed; and it gives the top of its heap back to the OS once more

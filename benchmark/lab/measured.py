@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import psutil
 
-from cleanrl_utils.placement import usable_cores
+from benchmark.lab.placement import usable_cores
 from cleanrl_utils.processes import TERMINATE_GRACE_S, own_group, stop_process_groups
 
 REPO = Path(__file__).resolve().parents[2]  # the repository: benchmark/lab/ is two folders down

@@ -19,7 +19,7 @@ from typing import Mapping
 
 from benchmark.lab.measured import REPO, run_measured
 from benchmark.lab.throughput import logged_sps
-from cleanrl_utils.placement import usable_cores
+from benchmark.lab.placement import usable_cores
 
 SCRIPT = REPO / "cleanrl" / "ppo_atari_multigpu.py"
 DEFAULTS = {"ENV_ID": "BreakoutNoFrameskip-v4", "NUM_ENVS": "8", "NUM_STEPS": "128", "ITERATIONS": "3",
@@ -27,7 +27,7 @@ DEFAULTS = {"ENV_ID": "BreakoutNoFrameskip-v4", "NUM_ENVS": "8", "NUM_STEPS": "1
 THREADS = [
     re.compile(r"(\d+) torch threads"),  # "per rank 2 cores: 2 torch threads"
     re.compile(r"torch (\d+) thread\(s\) for inference(?: \(the batch in (\d+) slices in parallel\))?, (\d+) for "
-               r"learning"),  # the thread plan's description (cleanrl_utils/placement.py)
+               r"learning"),  # how the scripts described their thread plan while they sliced the batch
 ]
 RUN_TIMEOUT_S = 7 * 24 * 3600.0
 """a run is never stopped for its length: the settings decide it"""

@@ -43,7 +43,7 @@ import tyro
 from benchmark.lab import throughput
 from cleanrl_utils.validation import check_positive, fail
 from benchmark.lab.measured import TreeSampler, run_measured, visible_gpus
-from cleanrl_utils.placement import usable_cores
+from benchmark.lab.placement import usable_cores
 from cleanrl_utils.vector_envs import envpool_available
 
 REPO = throughput.REPO

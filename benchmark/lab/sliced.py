@@ -1,4 +1,6 @@
-"""The rollout's small inference batch cut into slices that run in parallel, one torch thread each (CPU).
+"""The rollout's small inference batch cut into slices that run in parallel, one torch thread each (CPU): a form
+the throughput benchmark times for comparison (``channels_last+slices``); the scripts infer the whole batch on all
+the process's cores, since the slices did not earn 5% end to end.
 
 A batch-8 forward on 2 torch threads is no faster than on 1: each of its parallel regions (every convolution, every
 linear layer) waits for the other OpenMP worker to wake, since the scripts let idle workers sleep. On 1 thread the
@@ -34,8 +36,8 @@ class SlicedInference:
     and concatenated in order. With gradients on (the update's minibatches) it is ``fn`` itself.
 
     The workers are daemon threads started at the first sliced call; torch gives a new thread the intra-op thread count
-    set at that moment (``torch.set_num_threads``), so call it first while that count is 1, as the scripts' rollout
-    does. ``close()`` ends them.
+    set at that moment (``torch.set_num_threads``), so call it first while that count is 1, as the throughput
+    benchmark does. ``close()`` ends them.
     """
 
     def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor], slices: int):

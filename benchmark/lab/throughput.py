@@ -8,17 +8,22 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
 3. the Nature CNN of ``cleanrl/ppo_atari.py``: inference samples/s (a batch of ``num_envs`` frames, as in the
    rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
    without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
-   ``1 / (1/inference + epochs/training)`` agent steps/s; on 2+ cores also the scripts' rollout form, the batch in
-   slices on one thread each (``channels_last+slices``, ``cleanrl_utils/sliced.py``);
+   ``1 / (1/inference + epochs/training)`` agent steps/s. The scripts' own form is eager ``channels_last`` with the
+   whole batch on all the process's cores (``script_form``); on 2+ cores also, for comparison, the batch in slices
+   on one thread each (``channels_last+slices``, ``benchmark/lab/sliced.py``), which the scripts no longer use;
 4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
    first iteration (steady state), its time split (env / inference / learning, from the ``perf/*`` scalars it logs),
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
    (process tree); then, for the fastest plain backend (the fastest env-only at the run's env count:
    ``repeated_backend``), ``--e2e-repeats`` more runs, each between two fresh measurements of the combined bound,
-   which the end-to-end target is judged on, a run with the thread plan the scripts had before the slices (the
-   whole batch on all cores: ``whole_batch``) and one with OpenMP workers that spin briefly (``SPIN``), and all three
-   with one busy process per core alongside (the loaded rows: the mean of runs in turns);
+   which the end-to-end target is judged on, a run with OpenMP workers that spin briefly (``SPIN``), and both the
+   defaults and the spin with one busy process per core alongside (the loaded rows: the mean of runs in turns);
 5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
+
+Everything is timed as the scripts run: idle OpenMP workers sleep (``OMP_WAIT_POLICY=PASSIVE``, from
+``cleanrl_utils/__init__.py``, unless the environment says otherwise), glibc keeps freed memory
+(``benchmark/lab/malloc.py``, the scripts' ``mallopt`` thresholds) and the threads are the scripts'
+(``benchmark/lab/placement.py``).
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
 timed in a child process (``--network-only``), so that its CUDA context and models are gone before the end-to-end
@@ -46,10 +51,10 @@ import psutil
 import torch
 import tyro
 
-from cleanrl_utils.malloc import keep_freed_memory
+from benchmark.lab.malloc import keep_freed_memory
 from benchmark.lab.measured import repo_env, run_measured, visible_gpus
-from cleanrl_utils.placement import plan_threads, usable_cores, use_threads
-from cleanrl_utils.sliced import SlicedInference
+from benchmark.lab.placement import plan_threads, usable_cores, use_threads
+from benchmark.lab.sliced import SlicedInference, inference_slices
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,9 +96,8 @@ class Args:
     """runs of the fastest plain backend, each between two fresh measurements of the combined bound; the end-to-end
     target is judged on the median of their ratios (a cloud VM's speed can drift 2x within minutes)"""
     loaded: bool = True
-    """also run the fastest plain configuration with the thread plan before the slices and with OpenMP workers that
-    spin briefly, and all three with one busy process per core alongside: the thread plan must hold on a loaded
-    machine"""
+    """also run the fastest plain configuration with OpenMP workers that spin briefly, and both it and the spin with
+    one busy process per core alongside: how the scripts' sleeping workers fare on a loaded machine"""
 
 
 # ---------------------------------------------------------------- machine
@@ -230,15 +234,16 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
                   close: Optional[contextlib.ExitStack] = None,
                   ) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
     """(name, inference step, training step, seconds of the first calls) per form (``only`` these, if given);
-    failed forms as errors. The sliced form's worker threads end with ``close``."""
+    failed forms as errors. The sliced form (for comparison: the scripts infer the whole batch) ends its worker
+    threads with ``close``."""
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
     if try_compile:
         specs += [("channels_last+compile", torch.channels_last, True)]
-    slices = plan_threads(num_envs, sliced=device.type == "cpu").inference_slices
-    if slices > 1:  # the scripts' rollout on CPU: the batch in slices, one torch thread each
+    slices = inference_slices(num_envs, plan_threads(num_envs).cores) if device.type == "cpu" else 1
+    if slices > 1:  # for comparison, on CPU: the batch in slices, one torch thread each
         specs += [(SLICED_FORM, torch.channels_last, False)]
     specs = [spec for spec in specs if not only or spec[0] in only]
     rng = np.random.default_rng(0)
@@ -249,7 +254,7 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
     for name, memory_format, compiled in specs:
         torch.manual_seed(0)
         agent = in_memory_format(agent_class(_Spaces), memory_format).to(device)
-        if name == SLICED_FORM:  # as the scripts slice it (its workers start at the first call, on 1 thread)
+        if name == SLICED_FORM:  # its workers start at the first call, on 1 thread each
             agent.hidden = SlicedInference(agent.hidden, slices)
             if close is not None:
                 close.callback(agent.hidden.close)
@@ -278,7 +283,7 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
         start = time.perf_counter()
         try:
             infer()  # compile (if any) happens here
-            use_threads(plan_threads(num_envs).cores)
+            use_threads(plan_threads(num_envs).torch_threads)
             train()
         except Exception as exc:  # compile needs a C compiler and may fail on some machines: report, go on
             forms.append((name, None, None, repr(exc)[:200]))
@@ -427,10 +432,9 @@ def bounds_now(args: Args, forms: Sequence[str], cores: int) -> dict[str, Any]:
 
 
 def script_form(num_envs: int, cores: int) -> tuple[str, int]:
-    """The form and thread count of the scripts' rollout inference on CPU: eager channels_last, in slices on all
-    cores when the plan slices the batch, else on the plan's inference threads."""
-    plan = plan_threads(num_envs, cores=cores)
-    return (SLICED_FORM, plan.cores) if plan.inference_slices > 1 else ("channels_last", plan.inference_threads)
+    """The form and thread count of the scripts' rollout inference on CPU: eager channels_last, the whole batch on
+    the torch threads of their plan (all ``cores``)."""
+    return "channels_last", plan_threads(num_envs, cores=cores).torch_threads
 
 
 def script_form_rate(network: list[dict[str, Any]], args: Args, cores: int) -> Optional[float]:
@@ -526,25 +530,19 @@ SPIN = {"GOMP_SPINCOUNT": "10000"}
 """a bounded spin of torch's OpenMP workers (libgomp), for comparison with the scripts' sleeping workers"""
 
 
-def whole_batch(cores: int) -> tuple[str, ...]:
-    """The scripts' flags for the thread plan they had before the rollout's batch went in slices: the whole batch, and
-    the update, on all cores (an explicit ``--torch-threads`` takes no slices). The loaded target compares with it."""
-    return ("--torch-threads", str(cores))
-
-
 LOADED_ROUNDS = 4
 """rounds of the loaded runs, in turns and every other round in reverse order, so that a change of the machine's speed
-hits every plan alike"""
+hits every variant alike"""
 
 
 def loaded_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
-    """``backend`` (already run with the script's defaults) with the thread plan before the slices (``whole_batch``)
-    and with workers that spin briefly (``SPIN``), then all three with one busy process per core alongside,
-    ``LOADED_ROUNDS`` times in turns, every other round in reverse order: each loaded row is the mean of its runs
-    (their steady SPS under ``steady_runs``). The runs share this process's session with the busy processes
-    (``run_measured``), so that each busy process competes with the run's threads as one more process."""
+    """``backend`` (already run with the script's defaults) with workers that spin briefly (``SPIN``), then the
+    defaults and the spin with one busy process per core alongside, ``LOADED_ROUNDS`` times in turns, every other
+    round in reverse order: each loaded row is the mean of its runs (their steady SPS under ``steady_runs``). The runs
+    share this process's session with the busy processes (``run_measured``), so that each busy process competes with
+    the run's threads as one more process."""
     cores = plan_threads(args.num_envs).cores
-    variants = {"defaults": {}, "whole batch": {"extra": whole_batch(cores)}, "spin": {"extra_env": SPIN}}
+    variants = {"defaults": {}, "spin": {"extra_env": SPIN}}
     rows = [end_to_end(backend, args, workdir, **settings) for settings in list(variants.values())[1:]]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     with busy_cores(cores):
@@ -685,10 +683,14 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             lines.append(f"| {row['form']} | {threads_text(row)} | {fmt(row['inference'])} | {fmt(row['training'])} "
                          f"| {row['warmup_s']:.1f} |")
     b = results["bounds"]
+    form, threads = script_form(args.num_envs, results["machine"]["cores"])
+    lines += ["", f"The scripts' form on CPU: {form} (eager), the whole batch on {threads} torch thread(s), all the "
+              "cores the process may use, with sleeping OpenMP workers (`OMP_WAIT_POLICY=PASSIVE`) and glibc keeping "
+              "freed memory, as every form here."]
     if any(row["form"] == SLICED_FORM for row in results["network"]):
-        lines += ["", f"{SLICED_FORM}: the scripts' rollout on CPU, the batch in slices of at least 4 frames, one per "
-                  "core, each on one torch thread (`cleanrl_utils/sliced.py`); it trains as channels_last does (the "
-                  "whole minibatch), which is not timed twice."]
+        lines += ["", f"{SLICED_FORM}, for comparison (the scripts do not use it): the batch in slices of at least 4 "
+                  "frames, one per core, each on one torch thread (`benchmark/lab/sliced.py`); it trains as "
+                  "channels_last does (the whole minibatch), which is not timed twice."]
     lines += [
         "",
         f"Fastest: inference {fmt(b['inference'])} samples/s ({b['inference_form']}), training "
@@ -902,15 +904,11 @@ def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Op
         out.append((name, f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = "
                     f"{in_loop / by_itself:.2f}x", in_loop <= 1.3 * by_itself))
     loaded = [r for name, r in rows.items() if name.endswith(" loaded")]
-    plan = [r for r in loaded if r["backend"].count(" ") == 1]
-    replaced = whole_batch(results["machine"]["cores"])[0]  # the flag that names that plan's rows
-    for other in [r for r in loaded if r["backend"].count(" ") > 1] if plan else []:
-        measured = f"mean steady {with_runs(plan[0])} vs {with_runs(other)} SPS"
-        if replaced in other["backend"]:  # the target: no slower under load than the plan the slices replaced
-            out.append((f"loaded (one busy process per core): the defaults no slower than the thread plan before the "
-                        f"slices, `{other['backend']}`", measured, steady(plan[0]) >= steady(other)))
-        else:  # another policy (a spin), for comparison
-            out.append((f"loaded, for comparison: the defaults against `{other['backend']}`", measured, None))
+    defaults = [r for r in loaded if r["backend"].count(" ") == 1]
+    for other in [r for r in loaded if r["backend"].count(" ") > 1] if defaults else []:  # another policy (a spin)
+        measured = f"mean steady {with_runs(defaults[0])} vs {with_runs(other)} SPS"
+        out.append((f"loaded (one busy process per core), for comparison: the defaults against `{other['backend']}`",
+                    measured, None))
     return out
 
 
