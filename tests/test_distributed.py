@@ -171,10 +171,10 @@ def test_a_ranks_prints_leave_as_whole_lines_with_unbuffered_output(recorded, mo
     print("before the group", flush=True)
     assert streams["stdout"].writes == [b"before the group", b"\n"]  # what two ranks' lines could land between
     distributed.init_distributed("gloo", INFO, TIMEOUT, torch.device("cpu"))
-    print("rank 1/2: parameters sha256 ab, 2 games finished", flush=True)
+    print("model saved to runs/r/ppo_atari_multigpu.cleanrl_model", flush=True)
     print("checkpoint: iteration 1,", "global step 64")
     print("error: a rank's last line", file=sys.stderr)
-    assert streams["stdout"].writes[2:] == [b"rank 1/2: parameters sha256 ab, 2 games finished\n",
+    assert streams["stdout"].writes[2:] == [b"model saved to runs/r/ppo_atari_multigpu.cleanrl_model\n",
                                             b"checkpoint: iteration 1, global step 64\n"]
     assert streams["stderr"].writes == [b"error: a rank's last line\n"]
 
@@ -277,15 +277,17 @@ def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path)
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks, backend", [(1, "nccl"), (2, "gloo")])
 def test_ranks_on_one_gpu_train_on_cuda(tmp_path, gpu_env, ranks, backend):
-    """On a machine with a GPU: 1 rank on nccl, and 2 ranks sharing GPU 0 on gloo with CUDA tensors."""
-    from test_multigpu import QUIET, TINY, torchrun
+    """On a machine with a GPU: 1 rank on nccl, and 2 ranks sharing GPU 0 on gloo with CUDA tensors, ending with
+    identical parameters (each rank runs the script under benchmark/lab/rank_params.py, which hashes them)."""
+    from test_multigpu import QUIET, TINY, assert_ranks_identical, torchrun
 
-    cmd = [str(REPO_ROOT / a) if a.endswith(".py") else a for a in torchrun(ranks)]
+    cmd = [str(REPO_ROOT / a) if a.endswith(".py") else a for a in torchrun(ranks, hashes=tmp_path / "hashes")]
     cmd += TINY + QUIET + ["--total-timesteps", "128", "--cuda"]
     result = subprocess.run([sys.executable, *cmd], cwd=tmp_path, env=dict(gpu_env, PYTHONPATH=str(REPO_ROOT)),
                             capture_output=True, text=True, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert f"world size {ranks} ({backend}, cuda)" in output
+    assert_ranks_identical(tmp_path / "hashes", ranks)
     if ranks == 2:
-        assert "note: local ranks 0, 1 share cuda:0" in output and "parameters identical on all 2 ranks" in output
+        assert "note: local ranks 0, 1 share cuda:0" in output

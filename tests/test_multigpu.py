@@ -1,6 +1,10 @@
 """cleanrl/ppo_atari_multigpu.py end to end on CPU with gloo: the issue's torchrun commands, identical ranks, two
 "nodes" on loopback, a killed worker under torchrun --max-restarts=1, SIGTERM then --resume, and bad input.
 
+The script reports nothing about its ranks' parameters: where a test holds the ranks to one model, each rank runs the
+script under the lab's benchmark/lab/rank_params.py, which hashes that rank's parameters after the run (and a saved
+model is hashed alike, from its file).
+
 Sizes are tiny (1-4 envs per rank, 16-32 steps) so the whole file stays within a few minutes on 2 cores. The
 update's equivalence with a single process is in test_multigpu_update.py.
 """
@@ -22,6 +26,7 @@ import torch
 import tyro
 from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script, wait_for
 
+from benchmark.lab import rank_params
 from cleanrl_utils import distributed, resume
 
 SCRIPT = "cleanrl/ppo_atari_multigpu.py"
@@ -32,13 +37,19 @@ QUIET = ["--no-progress-bar", "--torch-threads", "1", "--vector-env", "sync", "-
 TINY = ["--local-num-envs", "1", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "2"]
 TINY_BATCH, TINY_OPT_STEPS = 32, 4
 PER_ITERATION_TAGS = ["charts/SPS", "charts/learning_rate", *LOSS_TAGS]  # one value per iteration each
-HASH_LINE = re.compile(r"^rank (\d+)/(\d+): parameters sha256 ([0-9a-f]{64}), (\d+) games finished$", re.M)
 
 mg = load_script(SCRIPT, "ppo_atari_multigpu_under_test")
 
 
-def torchrun(nproc: int, *launcher: str) -> list[str]:
-    return [TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}", *launcher, SCRIPT]
+def torchrun(nproc: int, *launcher: str, hashes: Path | None = None) -> list[str]:
+    """The torchrun command of `nproc` local ranks; with `hashes`, every rank runs the script under
+    benchmark/lab/rank_params.py, which writes the hash of the rank's parameters there at the end of the run."""
+    return [TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}", *launcher, *hashed(hashes), SCRIPT]
+
+
+def hashed(hashes: Path | None) -> list[str]:
+    """What goes before the script in a launch so that each rank writes its parameters' hash to `hashes`."""
+    return ["-m", "benchmark.lab.rank_params", str(hashes)] if hashes is not None else []
 
 
 def free_port() -> int:
@@ -47,18 +58,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_reports(output: str, world_size: int) -> dict[int, tuple[str, int]]:
-    """rank -> (parameter hash, games finished), from the line every rank prints at the end of a run."""
-    found = {int(r): (h, int(g)) for r, n, h, g in HASH_LINE.findall(output) if int(n) == world_size}
-    assert sorted(found) == list(range(world_size)), output[-3000:]
-    return found
-
-
-def assert_ranks_identical(output: str, world_size: int) -> str:
-    hashes = {h for h, _ in rank_reports(output, world_size).values()}
-    assert len(hashes) == 1, f"ranks ended with different parameters: {hashes}"
-    assert f"parameters identical on all {world_size} ranks" in output
-    return hashes.pop()
+def assert_ranks_identical(hashes: Path, world_size: int) -> str:
+    """Every rank of the run wrote its parameters' hash to `hashes` (see `torchrun`), and the hashes are equal: the
+    ranks ended bit-identical. Returns the hash."""
+    found = rank_params.rank_hashes(hashes)
+    assert sorted(found) == list(range(world_size)), f"hashes written by ranks {sorted(found)}"
+    assert len(set(found.values())) == 1, f"ranks ended with different parameters: {found}"
+    return found[0]
 
 
 def load_checkpoint(run_dir: Path) -> dict:
@@ -86,7 +92,7 @@ def assert_each_step_logged_once(run_dir: Path, batch: int, iterations: int) -> 
 @pytest.mark.slow
 def test_readme_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     result = run_script(
-        torchrun(2)
+        torchrun(2, hashes=tmp_path / "hashes")
         + ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "16", "--total-timesteps", "2048"]
         + ["--learning-rate", "2.5e-4", "--save-model", *QUIET],
         cwd=tmp_path,
@@ -97,11 +103,10 @@ def test_readme_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     assert result.returncode == 0, output[-4000:]
     assert "world size 2" in output and "envs: 8 per rank, 16 in all" in output, output[-3000:]
     assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iteration;" in output
-    digest = assert_ranks_identical(output, 2)
-    # the printed hash is really the hash of the parameters: rank 0's saved model has it
+    digest = assert_ranks_identical(tmp_path / "hashes", 2)
+    # the model rank 0 saved is the one every rank ended with
     run_dir = next((tmp_path / "runs").iterdir())
-    saved = torch.load(run_dir / "ppo_atari_multigpu.cleanrl_model", weights_only=True)
-    assert distributed.param_hash(saved["model"]) == digest
+    assert rank_params.saved_model_sha256(run_dir / "ppo_atari_multigpu.cleanrl_model") == digest
     ckpt = load_checkpoint(run_dir)
     assert optimizer_steps(ckpt) == 4 * 4 and ckpt["global_step"] == 2048  # the update did run
     assert_each_step_logged_once(run_dir, 2048, 1)
@@ -111,7 +116,8 @@ def test_readme_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
 @pytest.mark.slow
 def test_cleanrl_style_local_num_envs(tmp_path):
     result = run_script(
-        torchrun(2) + ["--local-num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", *QUIET],
+        torchrun(2, hashes=tmp_path / "hashes")
+        + ["--local-num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", *QUIET],
         cwd=tmp_path,
         timeout=300,
         env=ENV,
@@ -120,33 +126,47 @@ def test_cleanrl_style_local_num_envs(tmp_path):
     assert result.returncode == 0, output[-4000:]
     assert "envs: 4 per rank, 8 in all" in output and "batch 256 (128 per rank)" in output
     assert output.count("global_step=256/256 (100%), SPS: ") == 1  # the progress line of rank 0 (no terminal)
-    assert_ranks_identical(output, 2)
+    assert_ranks_identical(tmp_path / "hashes", 2)
     assert_each_step_logged_once(next((tmp_path / "runs").iterdir()), 256, 1)
 
 
 @pytest.mark.torchrun
 @pytest.mark.slow
 def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
-    """Two torchrun launchers, one rank each, meet through a c10d rendezvous on 127.0.0.1 (no shared folder)."""
+    """Two torchrun launchers, one rank each, meet through a c10d rendezvous on 127.0.0.1 (no shared folder).
+
+    Rank 0's games are told apart by a run of its own: a 1-process run with rank 0's settings plays exactly rank 0's
+    first rollout (the same seeds for its env and its sampling, the same initial parameters, which rank 0 broadcasts),
+    and rank 0 logs every rank's games of an iteration in rank order. So the job's log must begin with that run's
+    games and hold more after them, rank 1's."""
     port = free_port()
     procs = []
+    # 320 steps of one game per rank: a Breakout game of the initial policy lasts ~150-300 steps
+    game = ["--local-num-envs", "1", "--num-steps", "320", *QUIET]
     for node in (0, 1):
         (tmp_path / f"node{node}").mkdir()
         cmd = [TORCHRUN, "--nnodes=2", "--nproc_per_node=1", f"--node-rank={node}", "--rdzv-backend=c10d"]
-        cmd += [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=loopback", SCRIPT]
-        # 320 steps of one game per rank: a Breakout game of the initial policy lasts ~150-300 steps
-        cmd += ["--local-num-envs", "1", "--num-steps", "320", "--total-timesteps", "640", *QUIET]
+        cmd += [f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=loopback", *hashed(tmp_path / "hashes"), SCRIPT]
+        cmd += [*game, "--total-timesteps", "640"]
         procs.append(start_script(cmd, tmp_path / f"node{node}", tmp_path / f"node{node}.log", env=ENV))
+    (tmp_path / "alone").mkdir()
+    procs.append(start_script([SCRIPT, *game, "--total-timesteps", "320"], tmp_path / "alone",
+                              tmp_path / "alone.log", env=ENV))
     codes = [p.wait(timeout=400) for p in procs]
-    output = "".join((tmp_path / f"node{n}.log").read_text() for n in (0, 1))
-    assert codes == [0, 0], output[-4000:]
-    assert_ranks_identical(output, 2)
+    output = "".join((tmp_path / f"{n}.log").read_text() for n in ("node0", "node1", "alone"))
+    assert codes == [0, 0, 0], output[-4000:]
+    assert_ranks_identical(tmp_path / "hashes", 2)
     # rank 0 (on whichever node it landed) logged the games of both ranks
     run_dirs = [d for n in (0, 1) for d in (tmp_path / f"node{n}" / "runs").glob("*") if d.is_dir()]
     assert len(run_dirs) == 1
-    games = {rank: g for rank, (_, g) in rank_reports(output, 2).items()}
-    assert games[0] > 0 and games[1] > 0, games
-    assert len(read_scalars(run_dirs[0], "charts/episodic_return")) == games[0] + games[1]
+
+    def games(run_dir: Path) -> list[tuple[float, float]]:  # (return, length) of every game, in the order logged
+        lengths = [v for _, v in read_scalars(run_dir, "charts/episodic_length")]
+        return list(zip([v for _, v in read_scalars(run_dir, "charts/episodic_return")], lengths, strict=True))
+
+    both, rank0 = games(run_dirs[0]), games(next((tmp_path / "alone" / "runs").iterdir()))
+    assert rank0 and both[: len(rank0)] == rank0, (both, rank0)  # rank 0's games, first
+    assert len(both) > len(rank0), (both, rank0)  # then rank 1's
 
 
 # ---------------------------------------------------------------- recovery
@@ -171,7 +191,7 @@ def kill_rank1_after_checkpoint_3(cmd: list[str], tmp_path: Path, log: Path) -> 
 def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path):
     iterations = 24
     log = tmp_path / "torchrun.log"
-    cmd = torchrun(2, "--max-restarts=1") + TINY + QUIET
+    cmd = torchrun(2, "--max-restarts=1", hashes=tmp_path / "hashes") + TINY + QUIET
     cmd += ["--total-timesteps", str(iterations * TINY_BATCH), "--checkpoint-interval", "3"]
     code = kill_rank1_after_checkpoint_3(cmd, tmp_path, log)
     output = log.read_text()
@@ -186,7 +206,7 @@ def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path
     assert (ckpt["iteration"], ckpt["global_step"]) == (iterations, iterations * TINY_BATCH)
     assert optimizer_steps(ckpt) == iterations * TINY_OPT_STEPS
     assert_each_step_logged_once(run_dir, TINY_BATCH, iterations)
-    assert_ranks_identical(output, 2)
+    assert_ranks_identical(tmp_path / "hashes", 2)  # written at the end of the restarted attempt
 
 
 @pytest.mark.torchrun
@@ -213,7 +233,8 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
     assert ckpt["iteration"] == stop_iteration < iterations
     assert optimizer_steps(ckpt) == stop_iteration * TINY_OPT_STEPS
 
-    result = run_script(torchrun(2) + common + ["--resume"], cwd=tmp_path, timeout=400, env=ENV)
+    result = run_script(torchrun(2, hashes=tmp_path / "hashes") + common + ["--resume"], cwd=tmp_path, timeout=400,
+                        env=ENV)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert f"resuming from iteration {stop_iteration} (global step {stop_iteration * TINY_BATCH})" in output
@@ -225,7 +246,7 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
     lrs = [value for _, value in read_scalars(run_dir, "charts/learning_rate")]
     expected = [2.5e-4 * (1 - (i - 1) / iterations) for i in range(1, iterations + 1)]
     assert lrs == pytest.approx(expected, rel=1e-5)
-    assert_ranks_identical(output, 2)
+    assert_ranks_identical(tmp_path / "hashes", 2)
 
 
 # ---------------------------------------------------------------- bad input: one-line error, printed once
