@@ -1,9 +1,10 @@
 """Submit a script's runs, one per seed, as (multi-node) jobs: AWS Batch, a Slurm cluster, or this machine.
 
-    # 3 seeds, each a 4-node AWS Batch multi-node parallel job of c5.12xlarge instances
-    python cleanrl_utils/submit_exp.py \
-        --command "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4" --num-seeds 3 \
-        --num-nodes 4 --instance-type c5.12xlarge
+    # 3 seeds, each a 2-node AWS Batch multi-node parallel job of g5.12xlarge instances (4 GPUs, 48 vCPUs):
+    # one rank per GPU, 12 envs per rank, so 48 per node
+    python cleanrl_utils/submit_exp.py --docker-image IMAGE --job-queue QUEUE --efs-file-system-id fs-... \
+        --command "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --local-num-envs 12" \
+        --num-seeds 3 --num-nodes 2 --instance-type g5.12xlarge
     # the same, but only print the exact AWS Batch requests (nothing is sent, no credentials needed)
     ... --dry-run
     # try the exact multi-node job on this machine first: 2 simulated nodes on loopback
@@ -365,6 +366,32 @@ def masked(value, key: Optional[str]):
     return MASK if key is not None and value == key else value
 
 
+def envs_per_node(job: Job) -> int:
+    """The game envs one node steps: its ranks' `--local-num-envs` (or their share of `--num-envs`; the scripts'
+    default 8 per process otherwise)."""
+    value = lambda flag: next((int(float(job.argv[i + 1])) for i, t in enumerate(job.argv[:-1]) if t == flag), None)
+    ranks = job.node.nproc if job.torchrun else 1
+    local, total = value("--local-num-envs"), value("--num-envs")
+    if local is None and total is not None:
+        return total // max(1, job.num_nodes) if job.torchrun else total
+    return (local or 8) * ranks
+
+
+def aws_notes(args: Args, job: Job) -> list[str]:
+    """What the user may not have meant: cores left idle, run folders that will be lost, what must exist already."""
+    notes = [f"the job queue {args.job_queue!r} and the image {args.docker_image!r} must exist in the account "
+             "(this tool registers a job definition and submits jobs, nothing more)"]
+    envs = envs_per_node(job)
+    if envs * 4 <= job.node.vcpus:
+        notes.append(f"each node steps {envs} envs on {job.node.vcpus} vCPUs: most of its cores will idle; give "
+                     f"--local-num-envs about {max(1, job.node.vcpus // job.node.nproc)} (per rank) or a smaller "
+                     "--instance-type")
+    if not args.efs_file_system_id:
+        notes.append("without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's "
+                     "container ends, and a retry starts its run over (docs/cluster.md)")
+    return notes
+
+
 def submit_aws(args: Args, job: Job) -> None:
     if args.wandb_secret_arn and not args.execution_role_arn:
         fail("--wandb-secret-arn needs --execution-role-arn (the role AWS Batch uses to read the secret)")
@@ -376,6 +403,8 @@ def submit_aws(args: Args, job: Job) -> None:
     key = wandb_key(args)
     requests = aws_requests(args, job, key)
     if args.dry_run:
+        for note in aws_notes(args, job):  # on stderr: a dry run's stdout is the requests' JSON
+            print(f"note: {note}", file=sys.stderr, flush=True)
         print(json.dumps([{"operation": op, "params": masked(p, key)} for op, p in requests], indent=2))
         return
     try:
@@ -402,9 +431,8 @@ def submit_aws(args: Args, job: Job) -> None:
             submit["jobDefinition"] = registered["jobDefinitionArn"]
             response = client.submit_job(**submit)
             print(f"submitted {response['jobName']}: job id {response['jobId']}")
-        if not args.efs_file_system_id:
-            print("note: without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's "
-                  "container ends, and a retry starts its run over (docs/cluster.md)")
+        for note in aws_notes(args, job)[1:]:  # the queue and image existed
+            print(f"note: {note}", flush=True)
     except (BotoCoreError, ClientError) as exc:
         fail(f"AWS Batch: {exc}")
 

@@ -267,7 +267,7 @@ def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path)
     assert code != 0
     assert len(errors) == 1 and errors[0].startswith("error: rank 0: lost contact with the other ranks"), output
     run = next((tmp_path / "runs").iterdir()).name  # the message ends with the command that continues it
-    assert "; resume with: the same torchrun launch of " in errors[0], output
+    assert "; resume with: torchrun --standalone --nnodes=1 --nproc_per_node=2 " in errors[0], output
     assert errors[0].endswith(f"{SCRIPT} --resume --run-name {run}"), output
     assert "Root Cause" in output and "Signal 9 (SIGKILL) received by PID" in output  # torchrun's report
 

@@ -381,3 +381,17 @@ def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
     logs = sorted(p.read_text() for p in (tmp_path / "logs").glob("*.log"))
     assert len(logs) == 2 and all("missing.py" in log for log in logs), logs
     assert [log.splitlines()[0].split(":")[0] for log in logs] == ["seed 5", "seed 6"], logs
+
+
+def test_a_dry_run_warns_of_idle_cores_and_lost_run_folders(tmp_path):
+    res = run_submit(["--command", "python cleanrl/ppo_atari_multigpu.py --env-id BreakoutNoFrameskip-v4",
+                      "--num-nodes", "4", "--instance-type", "c5.12xlarge", "--dry-run"], tmp_path, aws_env(tmp_path))
+    assert res.returncode == 0, res.stderr
+    json.loads(res.stdout)  # the requests alone on stdout
+    assert "each node steps 8 envs on 48 vCPUs: most of its cores will idle" in res.stderr
+    assert "without --efs-file-system-id the run folders" in res.stderr
+    assert "must exist in the account" in res.stderr
+    fitting = run_submit(["--command", "python cleanrl/ppo_atari_multigpu.py --local-num-envs 12",
+                          "--num-nodes", "2", "--instance-type", "g5.12xlarge", "--efs-file-system-id", "fs-1",
+                          "--dry-run"], tmp_path, aws_env(tmp_path))
+    assert fitting.returncode == 0 and "idle" not in fitting.stderr and "EFS" not in fitting.stderr, fitting.stderr
