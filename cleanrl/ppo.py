@@ -124,7 +124,8 @@ def make_vector_env(args, run_name):
     """SAME_STEP autoreset: the step that ends an episode returns the next episode's first obs, so every stored step
     is a real transition and `dones[t]` cuts GAE's bootstrap at episode boundaries (truncation counts as termination,
     as in CleanRL). The vector-level RecordEpisodeStatistics reports finished episodes in infos["episode"]."""
-    env_fns = [make_env(args.env_id, i, args.capture_video, os.path.join(args.runs_dir, run_name, "videos")) for i in range(args.num_envs)]
+    video_folder = os.path.join(args.runs_dir, run_name, "videos")
+    env_fns = [make_env(args.env_id, i, args.capture_video, video_folder) for i in range(args.num_envs)]
     if args.vector_env == "async":
         envs = gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     else:

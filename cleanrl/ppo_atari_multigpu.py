@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Optional
 
-import cv2
 import gymnasium as gym
 import numpy as np
 import torch
@@ -289,9 +288,7 @@ def ppo_update(
     for minibatches in epochs:
         for mb_inds in minibatches:
             mb_inds = torch.from_numpy(mb_inds).to(b_obs.device, non_blocking=True)
-            # b_obs[mb_inds], whole frames at a time from the frames-last storage (b_obs[mb_inds] copies byte by byte)
-            mb_obs = b_obs.permute(0, 2, 3, 1).index_select(0, mb_inds).permute(0, 3, 1, 2)
-            _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb_obs, b_actions[mb_inds])
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
             logratio = newlogprob - b_logprobs[mb_inds]
             ratio = logratio.exp()
 
@@ -314,7 +311,7 @@ def ppo_update(
             newvalue = newvalue.view(-1)
             if args.clip_vloss:
                 v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                v_clipped = b_values[mb_inds] + (newvalue - b_values[mb_inds]).clamp(-args.clip_coef, args.clip_coef)
                 v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                 v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
                 v_loss = 0.5 * v_loss_max.mean()
@@ -442,20 +439,17 @@ if __name__ == "__main__":
             global_step,
         )
 
-    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network, stored frames
-    # last (the network's channels_last layout: a minibatch goes to float without a transpose); the done flags stay
-    # on the host until the rollout ends (one upload per rollout, not one per step)
-    obs = torch.zeros((args.num_steps, envs.num_envs, 84, 84, 4), dtype=torch.uint8).to(device).permute(0, 1, 4, 2, 3)
+    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; the done flags
+    # stay on the host until the rollout ends (one upload per rollout, not one per step)
+    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     dones = np.zeros((args.num_steps, envs.num_envs), dtype=np.float32)
     values = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     # each step's frames and rewards reach the device through these host buffers: pinned on CUDA, so that the copies
-    # do not wait for the GPU (the next step's action copy orders them); the frames put frames last by OpenCV
-    # (`cv2.merge`: 3.5x faster than a strided copy of uint8; docs/throughput.md)
-    host_obs = torch.zeros((envs.num_envs, 84, 84, 4), dtype=torch.uint8, pin_memory=device.type == "cuda")
-    host_frames_last, host_obs = host_obs.numpy(), host_obs.permute(0, 3, 1, 2)
+    # do not wait for the GPU (the next step's action copy orders them)
+    host_obs = torch.zeros(envs.observation_space.shape, dtype=torch.uint8, pin_memory=device.type == "cuda")
     host_reward = torch.zeros(envs.num_envs, pin_memory=device.type == "cuda")
 
     # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs * iteration
@@ -491,9 +485,7 @@ if __name__ == "__main__":
             next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
             env_seconds += time.perf_counter() - env_start
             next_done = np.logical_or(terminations, truncations).astype(np.float32)
-            for env, frames in enumerate(next_obs):
-                cv2.merge(list(frames), dst=host_frames_last[env])
-            host_reward.copy_(torch.from_numpy(reward))
+            host_obs.copy_(torch.from_numpy(next_obs)), host_reward.copy_(torch.from_numpy(reward))
             next_obs = host_obs.to(device, non_blocking=True)
             rewards[step] = host_reward.to(device, non_blocking=True)
             episodes += episode_stats(infos)
