@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import tyro
 
-from cleanrl_utils.validation import check_env_id, check_ranges, fail, is_atari
+from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, is_atari
 
 
 def sweep_run_name(env_id: Optional[str], exp_name: str, seed: int) -> str:
@@ -72,6 +72,9 @@ def check_script_flags(script: str, flags: Sequence[str]) -> None:
         said = " ".join(dict.fromkeys(line for line in lines if line and not line.startswith("usage:")))
         fail(f"the command's flags do not parse for {os.path.basename(script)}: {said[:300]}")
     check_ranges(args)
+    for flag, name in (("--exp-name", getattr(args, "exp_name", None)), ("--run-name", getattr(args, "run_name", None))):
+        if name is not None:
+            check_name(flag, name)
     env_id = getattr(args, "env_id", None)
     if env_id is not None:
         check_env_id(env_id)
