@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import random
 import shlex
@@ -364,6 +365,9 @@ def prepare_run_dir(path: str) -> str:
             f.write("ok")
         os.remove(probe)
     except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            fail(f"the disk of the run directory {path!r} is full: free some space (a checkpoint of the Atari scripts "
+                 "takes about 20 MiB), or pass another --runs-dir")
         fail(f"cannot write the run directory {path!r} ({exc.strerror}); pass a writable --runs-dir")
     return path
 

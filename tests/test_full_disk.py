@@ -49,3 +49,16 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_the_run_resumes_once_there_is
     assert "resuming from iteration 1" in result.stdout
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 4
     assert os.path.getsize(run_dir / "checkpoint.pt") > 10 * 2**20
+
+
+@pytest.mark.slow
+def test_a_full_disk_before_the_run_starts_says_so(tmp_path, small_disk: Path):
+    try:  # fill the 30 MiB to the last block
+        with open(small_disk / "filler", "wb", buffering=0) as f:
+            while True:
+                f.write(b"\0" * 2**16)
+    except OSError:
+        pass
+    result = run_script([*RUN, "--runs-dir", str(small_disk)], cwd=tmp_path, timeout=300, env=FAST)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert result.returncode == 1 and len(errors) == 1 and "is full: free some space" in errors[0], result.stderr
