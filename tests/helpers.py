@@ -146,6 +146,20 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> s
     raise AssertionError(f"{text!r} not printed within {timeout} s")
 
 
+def stop_after(args: Sequence[str], cwd: str | os.PathLike[str], log: Path, text: str,
+               env: Mapping[str, str] | None = None, signum: int = signal.SIGTERM) -> tuple[int, str]:
+    """Start ``python ARGS...``, send it `signum` once its output shows `text`, and return (exit code, output)."""
+    proc = start_script(args, cwd, log, env=env)
+    try:
+        wait_for(log, text, proc, timeout=300)
+        proc.send_signal(signum)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return code, log.read_text()
+
+
 def find_run_dir(runs_dir: str | os.PathLike[str]) -> Path:
     """The single run directory under ``runs_dir`` (fails if there is none or more than one)."""
     runs = [p for p in Path(runs_dir).iterdir() if p.is_dir()]

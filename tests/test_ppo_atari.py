@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import REPO_ROOT, CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
-from helpers import start_script, wait_for
+from helpers import start_script, stop_after, wait_for
 from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, logged_losses
 
 import cleanrl_utils.vector_envs
@@ -369,15 +369,8 @@ def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
     batch, iterations, opt_steps = 128, 4, 4 * 4  # 4 envs x 32 steps; 4 epochs x 4 minibatches per iteration
     common = [SCRIPT, *FIXED_RUN, "--seed", str(FIXED_SEED), "--runs-dir", str(tmp_path / "runs"), "--run-name", "cut"]
     log = tmp_path / "first.log"
-    proc = start_script(common + ["--checkpoint-interval", "1"], tmp_path, log, env=FAST)
-    try:
-        wait_for(log, "checkpoint: iteration 1,", proc, timeout=300)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    output = log.read_text()
+    code, output = stop_after(common + ["--checkpoint-interval", "1"], tmp_path, log, "checkpoint: iteration 1,",
+                              env=FAST)
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "stopped at global step" in output and "Traceback" not in output, output[-3000:]
     run_dir = tmp_path / "runs" / "cut"

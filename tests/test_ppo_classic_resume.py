@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 import torch
-from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_script, start_script, wait_for
+from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_script, stop_after
 
 from cleanrl_utils.runs import supports_resume, sweep_run_of
 
@@ -64,16 +64,8 @@ def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
 
     runs = tmp_path / "runs"
     log = tmp_path / "cut.log"
-    proc = start_script([*FIXED_RUN, "--runs-dir", str(runs), "--run-name", "cut", "--checkpoint-interval", "1"],
-                        tmp_path, log, env=FAST)
-    try:
-        wait_for(log, "checkpoint: iteration 1,", proc, timeout=300)
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    output = log.read_text()
+    code, output = stop_after([*FIXED_RUN, "--runs-dir", str(runs), "--run-name", "cut", "--checkpoint-interval", "1"],
+                              tmp_path, log, "checkpoint: iteration 1,", env=FAST)
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     run_dir = runs / "cut"
