@@ -1,17 +1,8 @@
-# PPO for Atari, CleanRL style, on gymnasium 1.x / ale-py 0.11+ / torch 2.x.
-# Docs of the original: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_ataripy
-#
-# Autoreset: the vector env runs with gymnasium's SAME_STEP autoreset mode. On the step where an episode ends, the
-# env is reset at once and the step returns the *reset* observation (the final one is in infos["final_obs"]).
-# So every step of the rollout is a real transition taken by the policy, `dones[t]` says that `obs[t]` is the
-# first observation of a new episode, and GAE's `1 - dones[t + 1]` cuts the bootstrap at every episode boundary.
-# The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
-# the env ignores (reward 0). Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
-#
-# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale` or `envpool`), threads sized to the machine,
-# each iteration's time split into env / inference / learning (`perf/...` scalars). On a GPU the loop waits for the
-# device once per rollout step (the actions the envs need) and once per update (its numbers read back).
-# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
+# PPO for Atari, CleanRL style (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_ataripy), on gymnasium 1.x.
+# The envs autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every step of the
+# rollout is a real transition and `dones[t]` says `obs[t]` starts a new episode (GAE's bootstrap stops there).
+# Truncations (the 108k-frame cap) count as terminations, as in CleanRL. Speed: docs/throughput.md (`perf/*` scalars
+# split each iteration's time). Checkpoints every --checkpoint-interval iterations, at the end and on SIGTERM/Ctrl-C.
 import os
 
 # Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
@@ -77,9 +68,9 @@ class Args:
     vector_env: VectorEnvBackend = "sync"
     """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
     env_threads: Count = 0
-    """C++ stepping threads of an envpool pool (0: the cores this process may use); ale: one per env"""
+    """C++ stepping threads of an envpool pool (0: this process's share of the cores); ale: one per env"""
     torch_threads: Count = 0
-    """torch threads (0: the cores this process may use)"""
+    """torch threads of this process (0: its share of the cores)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -124,19 +115,6 @@ class Args:
     """the number of iterations (computed in runtime)"""
 
 
-def episode_stats(infos: dict) -> list[tuple[float, int]]:
-    """(return, length) of every full game that ended on this step.
-
-    With SAME_STEP autoreset the info of the ending step moves to `infos["final_info"]`, and the inner
-    RecordEpisodeStatistics reports only real game overs (not lost lives).
-    """
-    final = infos.get("final_info", {})
-    if "episode" not in final:
-        return []
-    mask = final["_episode"]
-    return list(zip(final["episode"]["r"][mask].tolist(), final["episode"]["l"][mask].tolist()))
-
-
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
@@ -144,11 +122,8 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    """The Nature CNN with a policy and a value head. Takes uint8 frames; converts to float only here.
-
-    The convolutions run in the `channels_last` memory format, which oneDNN on CPU and tensor cores on recent GPUs
-    prefer (docs/throughput.md).
-    """
+    """The Nature CNN with a policy and a value head, on uint8 frames, in the `channels_last` memory format that
+    oneDNN on CPU and tensor cores on GPU prefer."""
 
     def __init__(self, envs):
         super().__init__()
@@ -184,12 +159,8 @@ class Agent(nn.Module):
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape [num_steps, num_envs].
-
-    `dones[t]` is 1 when `obs[t]` starts a new episode, so the value of step t+1 is bootstrapped only when
-    `dones[t + 1]` is 0 (`next_done` plays that part after the last step). The TD errors of all steps are computed
-    at once; only the backward recursion is a loop.
-    """
+    """Generalized advantage estimation over a [num_steps, num_envs] rollout. `dones[t]` is 1 when `obs[t]` starts a
+    new episode, so step t+1's value is bootstrapped only if `dones[t + 1]` is 0 (`next_done` after the last step)."""
     nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
     nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
     deltas = rewards + gamma * nextvalues * nextnonterminal - values
@@ -210,11 +181,8 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
 
 
 def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
-    """The PPO epochs on the batch; `epochs` yields, per epoch, the minibatch index arrays.
-
-    Returns the last minibatch's losses and the mean clip fraction. No host sync per minibatch: the indices go to the
-    device without waiting, and every number is read back in one transfer at the end.
-    """
+    """The PPO epochs on the batch (`epochs`: per epoch, the minibatch index arrays). Returns the last minibatch's
+    losses and the mean clip fraction, read back in one transfer at the end: no host sync per minibatch."""
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
@@ -297,11 +265,12 @@ if __name__ == "__main__":
         envs = make_atari_vector_env(args.vector_env, args.env_id, args.num_envs, env_threads=env_threads,
                                      seed=args.seed, capture_video=args.capture_video,
                                      video_folder=os.path.join(args.runs_dir, run_name, "videos"))
+    resume = resume_command(args, run_name)  # the command line that continues this run
     agent = Agent(envs).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
         agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
         agent.get_value = torch.compile(agent.get_value, dynamic=False)
-    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
+    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
     state = {"agent": agent, "optimizer": optimizer}
@@ -315,13 +284,10 @@ if __name__ == "__main__":
         recent_returns = ckpt["recent_returns"]
         restore_rng(ckpt, 0, 1, args.seed, device)
 
-    print(
-        f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, "
-        f"minibatch {args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, "
-        f"{cores} cores: {f'{env_threads} env threads, ' * (args.vector_env == 'envpool')}{torch_threads} torch "
-        f"threads, logs in {run_dir}",
-        flush=True,
-    )
+    envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
+    print(f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
+          f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, {cores} cores: "
+          f"{envpool_threads}{torch_threads} torch threads, logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
     steps = args.num_iterations * args.batch_size
@@ -347,21 +313,18 @@ if __name__ == "__main__":
         global_step,
     )
 
-    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; the done flags
-    # stay on the host until the rollout ends (one upload per rollout, not one per step)
+    # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     dones = np.zeros((args.num_steps, envs.num_envs), dtype=np.float32)
     values = torch.zeros((args.num_steps, envs.num_envs)).to(device)
-    # each step's frames and rewards reach the device through these host buffers: pinned on CUDA, so that the copies
-    # do not wait for the GPU (the next step's action copy orders them)
+    # each step's frames and rewards reach the device through these host buffers, pinned on CUDA: no wait for the GPU
     host_obs = torch.zeros(envs.observation_space.shape, dtype=torch.uint8, pin_memory=device.type == "cuda")
     host_reward = torch.zeros(envs.num_envs, pin_memory=device.type == "cuda")
 
-    # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the
-    # emulator states are not in the checkpoint, so the games start anew)
+    # TRY NOT TO MODIFY: start the game; env i has seed `seed + i` (after a resume, + num_envs * iteration: new games)
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
@@ -396,12 +359,10 @@ if __name__ == "__main__":
             host_obs.copy_(torch.from_numpy(next_obs)), host_reward.copy_(torch.from_numpy(reward))
             next_obs = host_obs.to(device, non_blocking=True)
             rewards[step] = host_reward.to(device, non_blocking=True)
-            episodes += episode_stats(infos)
+            if "episode" in infos.get("final_info", {}):  # full games (all lives) that ended on this step
+                game, ended = infos["final_info"]["episode"], infos["final_info"]["_episode"]
+                episodes += zip(game["r"][ended].tolist(), game["l"][ended].tolist())
         global_step += args.batch_size
-        for episodic_return, episodic_length in episodes:  # logged at the end-of-rollout step
-            writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-            writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-            recent_returns = (recent_returns + [episodic_return])[-20:]
         learn_start = time.perf_counter()
 
         # ADVANTAGE: bootstrap value if not done
@@ -433,6 +394,11 @@ if __name__ == "__main__":
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
+        recent_returns = (recent_returns + [episodic_return for episodic_return, _ in episodes])[-20:]
+        progress.update(args.batch_size, sps, recent_returns)
+        for episodic_return, episodic_length in episodes:  # the games that ended in this rollout
+            writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+            writer.add_scalar("charts/episodic_length", episodic_length, global_step)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         for key, value in stats.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
@@ -440,7 +406,6 @@ if __name__ == "__main__":
         writer.add_scalar("charts/SPS", sps, global_step)
         for key, phase_seconds in lap.items():  # wall seconds of this iteration spent in each phase
             writer.add_scalar(f"perf/{key}_seconds", phase_seconds, global_step)
-        progress.update(args.batch_size, sps, recent_returns)
 
         # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
         due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
@@ -456,8 +421,8 @@ if __name__ == "__main__":
     envs.close()
     writer.close()
     if stop.requested:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-              f"{resume_command(args, run_name)}", file=sys.stderr, flush=True)
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
+              file=sys.stderr, flush=True)
     if args.save_model:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)

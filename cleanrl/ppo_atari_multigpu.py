@@ -1,26 +1,14 @@
-# Data-parallel PPO for Atari over torch.distributed, CleanRL style: ppo_atari.py plus what data parallelism needs.
-# Docs of the original: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_multigpupy
-#
-# * Each process (rank) steps its own `--local-num-envs` games and computes gradients on its own share of the batch.
-#   After every minibatch backward pass the gradients are averaged over the ranks with ONE all-reduce of a flattened
-#   buffer; the advantages of a minibatch are normalised with the mean/std of the whole (global) minibatch. So N
-#   ranks make exactly the update one process would make on the N rank batches put together
-#   (tests/test_multigpu_update.py checks this). Rank 0 logs, checkpoints and saves for all.
-# * Launch: `torchrun --standalone --nnodes=1 --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`, or on
-#   each of 2 nodes `torchrun --nnodes=2 --nproc_per_node=G --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT ...`, or
-#   plain `python` (one process). Restarts and stopping a torchrun job: docs/multigpu.md.
-#
-# Autoreset: the vector env runs with gymnasium's SAME_STEP autoreset mode. On the step where an episode ends, the
-# env is reset at once and the step returns the *reset* observation (the final one is in infos["final_obs"]).
-# So every step of the rollout is a real transition taken by the policy, `dones[t]` says that `obs[t]` is the
-# first observation of a new episode, and GAE's `1 - dones[t + 1]` cuts the bootstrap at every episode boundary.
-# The default NEXT_STEP mode would instead return, one step after a done, a reset observation for an action that
-# the env ignores (reward 0). Truncations (the 108k-frame cap) are treated like terminations, as in CleanRL.
-#
-# Throughput (docs/throughput.md): C++ env threads (`--vector-env ale` or `envpool`), threads sized to the machine,
-# each iteration's time split into env / inference / learning (`perf/...` scalars). On a GPU the loop waits for the
-# device once per rollout step (the actions the envs need) and once per update (its numbers read back).
-# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
+# Data-parallel PPO for Atari over torch.distributed: ppo_atari.py plus what data parallelism needs
+# (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_multigpupy). Each process (rank) steps its own
+# --local-num-envs games; after every minibatch's backward pass the gradients are averaged over the ranks (one
+# all-reduce of a flat buffer) and the advantages are normalised with the whole minibatch's mean and std, so N ranks
+# make the update one process makes on their batches put together. Rank 0 logs, checkpoints and saves for all.
+# Launch: `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`; nodes and
+# restarts: docs/multigpu.md. `python` runs it as one process.
+# The envs autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every step of the
+# rollout is a real transition and `dones[t]` says `obs[t]` starts a new episode (GAE's bootstrap stops there).
+# Truncations (the 108k-frame cap) count as terminations, as in CleanRL. Speed: docs/throughput.md (`perf/*` scalars
+# split each iteration's time). Checkpoints every --checkpoint-interval iterations, at the end and on SIGTERM/Ctrl-C.
 import os
 
 # Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
@@ -44,13 +32,13 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.distributed import decided_on_rank0, explained_variance, gather_to_all, init_distributed
-from cleanrl_utils.distributed import mean_over_ranks, print_launch_notes, rank_lifetime, read_dist_env, resolve_device
-from cleanrl_utils.distributed import resolve_sizes, restart_count
+from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks
+from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, resolve_device, resolve_sizes
+from cleanrl_utils.distributed import restart_count
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
-from cleanrl_utils.resume import resolve_run_name, restore_rng, resume_command, rng_state, save_checkpoint, save_model
-from cleanrl_utils.resume import start_run
+from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
+from cleanrl_utils.resume import resolve_run_name
 from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
@@ -100,9 +88,9 @@ class Args:
     vector_env: VectorEnvBackend = "sync"
     """`sync`/`async`: Python wrappers, in this process / one per env; `ale`/`envpool` ('.[envpool]'): C++ threads"""
     env_threads: Count = 0
-    """C++ stepping threads of an envpool pool (0: usable cores // ranks on this node); ale: one per env"""
+    """C++ stepping threads of an envpool pool (0: this process's share of the cores); ale: one per env"""
     torch_threads: Count = 0
-    """torch threads per rank (0: the cores this process may use // ranks on this node)"""
+    """torch threads of this process (0: its share of the cores)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
     total_timesteps: Count = 10000000
@@ -122,11 +110,11 @@ class Args:
     gae_lambda: float = 0.95
     """the lambda for the general advantage estimation"""
     num_minibatches: Count = 4
-    """the number of mini-batches (each rank splits its own batch into this many)"""
+    """the number of mini-batches"""
     update_epochs: Count = 4
     """the K epochs to update the policy"""
     norm_adv: bool = True
-    """Toggles advantages normalization (with the mean and std of the global minibatch)"""
+    """Toggles advantages normalization (with the mean and std of the minibatch of all ranks)"""
     clip_coef: float = 0.1
     """the surrogate clipping coefficient"""
     clip_vloss: bool = True
@@ -138,34 +126,21 @@ class Args:
     max_grad_norm: float = 0.5
     """the maximum norm for the gradient clipping"""
     target_kl: Optional[float] = None
-    """the target KL divergence threshold (the mean over the ranks; checked once per epoch: a host sync on a GPU)"""
+    """the target KL divergence threshold (checked once per epoch: a host sync on a GPU)"""
 
     # to be filled in runtime (not command-line flags)
     world_size: tyro.conf.Suppress[int] = 0
     """the number of ranks (computed in runtime)"""
-    batch_size: tyro.conf.Suppress[int] = 0
-    """the batch size (computed in runtime)"""
     local_batch_size: tyro.conf.Suppress[int] = 0
     """the batch size of each rank (computed in runtime)"""
-    minibatch_size: tyro.conf.Suppress[int] = 0
-    """the mini-batch size (computed in runtime)"""
     local_minibatch_size: tyro.conf.Suppress[int] = 0
     """the mini-batch size of each rank (computed in runtime)"""
+    batch_size: tyro.conf.Suppress[int] = 0
+    """the batch size (computed in runtime)"""
+    minibatch_size: tyro.conf.Suppress[int] = 0
+    """the mini-batch size (computed in runtime)"""
     num_iterations: tyro.conf.Suppress[int] = 0
     """the number of iterations (computed in runtime)"""
-
-
-def episode_stats(infos: dict) -> list[tuple[float, int]]:
-    """(return, length) of every full game that ended on this step.
-
-    With SAME_STEP autoreset the info of the ending step moves to `infos["final_info"]`, and the inner
-    RecordEpisodeStatistics reports only real game overs (not lost lives).
-    """
-    final = infos.get("final_info", {})
-    if "episode" not in final:
-        return []
-    mask = final["_episode"]
-    return list(zip(final["episode"]["r"][mask].tolist(), final["episode"]["l"][mask].tolist()))
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -175,11 +150,8 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    """The Nature CNN with a policy and a value head. Takes uint8 frames; converts to float only here.
-
-    The convolutions run in the `channels_last` memory format, which oneDNN on CPU and tensor cores on recent GPUs
-    prefer (docs/throughput.md).
-    """
+    """The Nature CNN with a policy and a value head, on uint8 frames, in the `channels_last` memory format that
+    oneDNN on CPU and tensor cores on GPU prefer."""
 
     def __init__(self, envs):
         super().__init__()
@@ -215,12 +187,8 @@ class Agent(nn.Module):
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a rollout of shape [num_steps, num_envs].
-
-    `dones[t]` is 1 when `obs[t]` starts a new episode, so the value of step t+1 is bootstrapped only when
-    `dones[t + 1]` is 0 (`next_done` plays that part after the last step). The TD errors of all steps are computed
-    at once; only the backward recursion is a loop.
-    """
+    """Generalized advantage estimation over a [num_steps, num_envs] rollout. `dones[t]` is 1 when `obs[t]` starts a
+    new episode, so step t+1's value is bootstrapped only if `dones[t + 1]` is 0 (`next_done` after the last step)."""
     nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
     nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
     deltas = rewards + gamma * nextvalues * nextnonterminal - values
@@ -240,50 +208,23 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
         yield [b_inds[start : start + size] for start in range(0, batch_size, size)]
 
 
-def all_reduce_gradients(agent: nn.Module, world_size: int) -> None:
-    """Average the gradients over the ranks with ONE all-reduce of a flattened copy (gloo has no AVG op)."""
-    grads = [p.grad for p in agent.parameters() if p.grad is not None]
-    flat = torch.cat([grad.flatten() for grad in grads])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    for grad, synced in zip(grads, torch.split(flat.div_(world_size), [grad.numel() for grad in grads])):
-        grad.copy_(synced.view(grad.shape))  # into the gradient's own memory layout
-
-
-def broadcast_parameters(agent: nn.Module, world_size: int) -> None:
-    """Give every rank rank 0's parameters, in one broadcast of a flattened copy."""
-    if world_size == 1:
-        return
-    params = [p.data for p in agent.parameters()]
-    flat = torch.cat([param.flatten() for param in params])
-    dist.broadcast(flat, src=0)
-    for param, synced in zip(params, torch.split(flat, [param.numel() for param in params])):
-        param.copy_(synced.view(param.shape))
-
-
 def normalize_advantages(adv: torch.Tensor, world_size: int) -> torch.Tensor:
     """(adv - mean) / (std + 1e-8), with the mean and (unbiased) std of the minibatch of ALL ranks."""
     if world_size == 1:
         return (adv - adv.mean()) / (adv.std() + 1e-8)
-    a = adv.double()
-    moments = torch.stack([a.sum(), (a * a).sum()])  # the count is the same on every rank
+    moments = torch.stack([adv.double().sum(), adv.double().square().sum()])  # the same count on every rank
     dist.all_reduce(moments, op=dist.ReduceOp.SUM)
-    total, total_sq = moments.unbind()
-    n = float(len(a) * world_size)
-    mean = total / n
-    std = ((total_sq - n * mean * mean) / (n - 1)).clamp_min(0).sqrt()
+    n = len(adv) * world_size
+    mean = moments[0] / n
+    std = ((moments[1] - n * mean * mean) / (n - 1)).clamp_min(0).sqrt()
     return (adv - mean.float()) / (std.float() + 1e-8)
 
 
-def ppo_update(
-    agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs, world_size
-):
-    """The PPO epochs on this rank's share of the batch; `epochs` yields, per epoch, the minibatch index arrays.
-
-    Every rank must run the same number of minibatches: each makes two collective calls (advantage sums, gradients)
-    and, with --target-kl, one per epoch (the mean approx_kl that decides the early stop on all ranks).
-    Returns the last minibatch's losses and the mean clip fraction of this rank. No host sync per minibatch: the indices
-    go to the device without waiting, and every number is read back in one transfer at the end.
-    """
+def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
+    """The PPO epochs on the batch (`epochs`: per epoch, the minibatch index arrays). Returns the last minibatch's
+    losses and the mean clip fraction, read back in one transfer at the end: no host sync per minibatch.
+    Every rank runs the same minibatches: each makes two all-reduces (advantage moments, gradients)."""
+    world_size = args.world_size
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
@@ -323,8 +264,12 @@ def ppo_update(
 
             optimizer.zero_grad()
             loss.backward()
-            if world_size > 1:
-                all_reduce_gradients(agent, world_size)
+            if world_size > 1:  # the mean gradient of all ranks: ONE all-reduce of a flat copy (gloo has no AVG)
+                grads = [p.grad for p in agent.parameters()]
+                flat = torch.cat([grad.flatten() for grad in grads])
+                dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+                for grad, synced in zip(grads, flat.div_(world_size).split([grad.numel() for grad in grads])):
+                    grad.copy_(synced.view(grad.shape))  # into the gradient's own memory layout
             nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
@@ -342,16 +287,16 @@ if __name__ == "__main__":
     # a resume: the run's stored settings and its checkpoint (the envs per rank follow this launch's world size)
     args, run_name, ckpt = start_run(Args, __file__, restart_count() > 0, rank0, recomputed=("local_num_envs",))
 
-    # everything that can be checked is checked here, on every rank, before the ranks wait for each other
+    # everything that can be checked is checked here, before the run writes anything (on every rank)
     check_ranges(args)
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
     check_atari_env_id(args.env_id)
     device, backend = resolve_device(args, info)
     check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0)
-    # threads sized to this rank's share of the cores this process may use (taskset, cgroups and Slurm set them)
+    # threads sized to the cores this process may use (taskset, cgroups and Slurm set them)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    cores = max(1, cores // info.local_world_size)
+    cores = max(1, cores // info.local_world_size)  # this rank's share
     env_threads, torch_threads = args.env_threads or min(cores, args.local_num_envs), args.torch_threads or cores
     torch.set_num_threads(torch_threads)
     if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
@@ -365,21 +310,20 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
-    # (before the process group: async env workers then fork no communication threads); env i of rank r is seeded
-    # with seed + its global env index; only rank 0 may record a video
     with interrupts_ignored():
         envs = make_atari_vector_env(args.vector_env, args.env_id, args.local_num_envs, env_threads=env_threads,
                                      seed=args.seed + info.rank * args.local_num_envs,
                                      capture_video=args.capture_video and rank0,
                                      video_folder=os.path.join(args.runs_dir, run_name, "videos"))
-    resume = resume_command(args, run_name, info.launched)
+    resume = resume_command(args, run_name, info.launched)  # the command line that continues this run
     close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (distributed.py)
-    init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)  # sets the device too
+    # after the envs: async env workers then fork no communication threads; sets the device too
+    init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)
     agent = Agent(envs).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
         agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
         agent.get_value = torch.compile(agent.get_value, dynamic=False)
-    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA; same update rule)
+    # fused: one kernel for all parameters instead of a loop of small ops (CPU and CUDA)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
     # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
     state = {"agent": agent, "optimizer": optimizer}
@@ -389,37 +333,34 @@ if __name__ == "__main__":
     if rank0 and restart > restart_count():
         run_name = resolve_run_name(args, True)
 
-    # resume: the state, iteration, global step and RNG states from the run's checkpoint (rank 0 reads it: a bad one
-    # stops every rank)
-    run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)
+    # resume: the state, iteration, global step and RNG states from the run's checkpoint
+    run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)  # rank 0
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
         load_state(state, ckpt)
         start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
         recent_returns = ckpt["recent_returns"]
         restore_rng(ckpt, info.rank, info.world_size, args.seed, device)
-    broadcast_parameters(agent, info.world_size)  # identical start on every rank
+    for param in agent.parameters() if info.world_size > 1 else []:  # identical start: rank 0's parameters
+        dist.broadcast(param.data, src=0)
 
+    envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
     if rank0:
-        print(
-            f"run {run_name}: world size {info.world_size} ({backend}, {device.type}); envs: {args.local_num_envs} per "
-            f"rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} ({args.local_batch_size} per "
-            f"rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per rank), {args.num_iterations} "
-            f"iteration{'s' * (args.num_iterations > 1)}; per rank {cores} cores: "
-            f"{f'{env_threads} env threads, ' * (args.vector_env == 'envpool')}{torch_threads} torch threads; "
-            f"logs in {run_dir}",
-            flush=True,
-        )
-        if args.cuda and device.type == "cpu":
-            print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-        steps = args.num_iterations * args.batch_size
-        if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps:
-            print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch "
-                  f"({args.batch_size}): runs {steps} steps", flush=True)
+        print(f"run {run_name}: world size {info.world_size} ({backend}, {device.type}); envs: {args.local_num_envs} "
+              f"per rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} ({args.local_batch_size} "
+              f"per rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per rank), {args.num_iterations} "
+              f"iteration{'s' * (args.num_iterations > 1)}; per rank {cores} cores: {envpool_threads}{torch_threads} "
+              f"torch threads; logs in {run_dir}", flush=True)  # fmt: skip
         print_launch_notes(info)
-        if ckpt is not None:
-            again = f" (torchrun restart {restart})" if restart else ""
-            print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
+    if args.cuda and device.type == "cpu" and rank0:
+        print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
+    steps = args.num_iterations * args.batch_size
+    if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps and rank0:
+        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+              f"runs {steps} steps", flush=True)
+    if ckpt is not None and rank0:
+        again = f" (torchrun restart {restart})" if restart else ""
+        print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
     if args.track and rank0:
         import wandb
 
@@ -427,7 +368,7 @@ if __name__ == "__main__":
                    id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
                    save_code=True)  # fmt: skip
     if rank0:
-        from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU (once per rank)
+        from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU
 
         # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
         writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
@@ -439,21 +380,18 @@ if __name__ == "__main__":
             global_step,
         )
 
-    # ALGO Logic: Storage setup; observations stay uint8 (4x smaller than float32) until the network; the done flags
-    # stay on the host until the rollout ends (one upload per rollout, not one per step)
+    # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     dones = np.zeros((args.num_steps, envs.num_envs), dtype=np.float32)
     values = torch.zeros((args.num_steps, envs.num_envs)).to(device)
-    # each step's frames and rewards reach the device through these host buffers: pinned on CUDA, so that the copies
-    # do not wait for the GPU (the next step's action copy orders them)
+    # each step's frames and rewards reach the device through these host buffers, pinned on CUDA: no wait for the GPU
     host_obs = torch.zeros(envs.observation_space.shape, dtype=torch.uint8, pin_memory=device.type == "cuda")
     host_reward = torch.zeros(envs.num_envs, pin_memory=device.type == "cuda")
 
-    # TRY NOT TO MODIFY: start the game. Env i of rank r has seed `seed + global env index` (+ num_envs * iteration
-    # after a resume: the emulator states are not in the checkpoint, so the games start anew)
+    # TRY NOT TO MODIFY: start the game; env i of rank r has seed `seed + r * local_num_envs + i` (+ a resume's offset)
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
@@ -488,7 +426,9 @@ if __name__ == "__main__":
             host_obs.copy_(torch.from_numpy(next_obs)), host_reward.copy_(torch.from_numpy(reward))
             next_obs = host_obs.to(device, non_blocking=True)
             rewards[step] = host_reward.to(device, non_blocking=True)
-            episodes += episode_stats(infos)
+            if "episode" in infos.get("final_info", {}):  # full games (all lives) that ended on this step
+                game, ended = infos["final_info"]["episode"], infos["final_info"]["_episode"]
+                episodes += zip(game["r"][ended].tolist(), game["l"][ended].tolist())
         global_step += args.batch_size
         learn_start = time.perf_counter()
 
@@ -511,56 +451,56 @@ if __name__ == "__main__":
         # UPDATE: optimizing the policy and value network, gradients averaged over the ranks
         epochs = minibatch_schedule(args.local_batch_size, args.num_minibatches, args.update_epochs)
         stats = ppo_update(
-            agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs,
-            info.world_size,
+            agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs
         )
-        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
-        fit = (len(y_true), np.mean(y_true), np.var(y_true), np.mean(y_true - y_pred), np.var(y_true - y_pred))
+        # one collective per iteration: every rank's games, losses, values and returns, and stop request
+        fit = torch.stack([b_values, b_returns]).cpu().numpy()
+        reports = gather_to_all((episodes, stats, fit, stop.requested), info.world_size)
+        episodes = [episode for rank_episodes, *_ in reports for episode in rank_episodes]
+        stats = {key: float(np.mean([r[1][key] for r in reports])) for key in stats}  # the mean over the ranks
+        y_pred, y_true = np.concatenate([r[2] for r in reports], axis=1)
+        stop.requested = max(r[3] for r in reports)  # one rank's signal stops all
+        var_y = np.var(y_true)
+        explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
         lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds,
                "learn": time.perf_counter() - learn_start}
 
-        # one collective per iteration: every rank's games, losses, value fit and stop request
-        reports = gather_to_all((episodes, stats, fit, stop.requested), info.world_size)
-        stop_signal = max(r[3] for r in reports)
-        if rank0:
-            for rank_episodes, *_ in reports:  # logged at the end-of-rollout step
-                for episodic_return, episodic_length in rank_episodes:
-                    writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-                    writer.add_scalar("charts/episodic_length", episodic_length, global_step)
-                    recent_returns = (recent_returns + [episodic_return])[-20:]
-            explained_var = explained_variance([r[2] for r in reports])
-
-            # LOGGING: losses are the mean over the ranks of each rank's last minibatch
-            sps = int((global_step - start_step) / (time.time() - start_time))
+        # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
+        sps = int((global_step - start_step) / (time.time() - start_time))
+        recent_returns = (recent_returns + [episodic_return for episodic_return, _ in episodes])[-20:]
+        progress.update(args.batch_size, sps, recent_returns)
+        if rank0:  # the ranks' games, losses and timings, logged by rank 0
+            for episodic_return, episodic_length in episodes:  # the games that ended in this rollout
+                writer.add_scalar("charts/episodic_return", episodic_return, global_step)
+                writer.add_scalar("charts/episodic_length", episodic_length, global_step)
             writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-            for key in stats:
-                writer.add_scalar(f"losses/{key}", float(np.mean([r[1][key] for r in reports])), global_step)
+            for key, value in stats.items():
+                writer.add_scalar(f"losses/{key}", value, global_step)
             writer.add_scalar("losses/explained_variance", explained_var, global_step)
             writer.add_scalar("charts/SPS", sps, global_step)
             for key, phase_seconds in lap.items():  # wall seconds of this iteration spent in each phase
                 writer.add_scalar(f"perf/{key}_seconds", phase_seconds, global_step)
-            progress.update(args.batch_size, sps, recent_returns)
 
         # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
         due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
-        if due or stop_signal or iteration == args.num_iterations:
+        if due or stop.requested or iteration == args.num_iterations:
             rngs = gather_to_all(rng_state(device), info.world_size)  # every rank's RNG streams
             if rank0:
                 writer.flush()  # logged steps up to the checkpoint must be on disk before it
                 path = os.path.join(run_dir, CHECKPOINT_FILE)
                 save_checkpoint(path, state, args, iteration, global_step, rngs, recent_returns)
                 progress.write(f"checkpoint: iteration {iteration}, global step {global_step}")
-        if stop_signal:
+        if stop.requested:
             break
 
     progress.close()
-    if rank0 and stop_signal:
+    if stop.requested and rank0:
         print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
               file=sys.stderr, flush=True)
-    if rank0 and args.save_model:
+    if args.save_model and rank0:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)
         print(f"model saved to {model_path}", flush=True)
     if info.world_size > 1:
         dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
-    sys.exit(128 + stop_signal if stop_signal else 0)
+    sys.exit(128 + stop.requested if stop.requested else 0)

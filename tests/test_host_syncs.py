@@ -120,8 +120,8 @@ def rank_worker(rank: int, init_file: str, out_dir: str) -> None:
     count = SyncCount(mg.__file__, loop_lines(mg.__file__))
     with HostSyncCounter(count):
         mg.ppo_update(
-            agent, optimizer, mg.Args(), batch["obs"], batch["logprobs"], batch["actions"], batch["advantages"],
-            batch["returns"], batch["values"], partitions(200 + rank), world_size=2,
+            agent, optimizer, mg.Args(world_size=2), batch["obs"], batch["logprobs"], batch["actions"], batch["advantages"],
+            batch["returns"], batch["values"], partitions(200 + rank),
         )  # fmt: skip
     torch.save(dict(count.phases), f"{out_dir}/rank{rank}.pt")
     dist.destroy_process_group()

@@ -52,10 +52,10 @@ def fresh_agent(mg):
 
 
 def run_update(mg, agent, optimizer, batch, epochs, world_size):
-    args = mg.Args(target_kl=10.0)  # exercises the all-ranks KL decision too (never stops at 10)
+    args = mg.Args(target_kl=10.0, world_size=world_size)  # exercises the all-ranks KL decision too (never stops at 10)
     return mg.ppo_update(
         agent, optimizer, args, batch["obs"], batch["logprobs"], batch["actions"], batch["advantages"],
-        batch["returns"], batch["values"], epochs, world_size,
+        batch["returns"], batch["values"], epochs,
     )  # fmt: skip
 
 
