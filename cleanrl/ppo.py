@@ -62,6 +62,8 @@ class Args:
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
     vector_env: Literal["sync", "async"] = "sync"
     """`sync`: all envs step in this process; `async`: one process per env (shared memory)"""
+    bf16: bool = False
+    """the networks in bfloat16 (autocast; their outputs, the log-probabilities, losses, optimizer and GAE stay float32): for CPUs with AMX or AVX512-BF16 and GPUs with tensor cores; networks this small gain nothing; changes the numbers"""
 
     # Algorithm specific arguments
     env_id: str = "CartPole-v1"
@@ -140,8 +142,9 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    def __init__(self, envs):
+    def __init__(self, envs, bf16=False):
         super().__init__()
+        self.bf16 = bf16  # the networks under bfloat16 autocast (--bf16)
         obs_dim = np.array(envs.single_observation_space.shape).prod()
         self.critic = nn.Sequential(
             layer_init(nn.Linear(obs_dim, 64)),
@@ -159,14 +162,16 @@ class Agent(nn.Module):
         )
 
     def get_value(self, x):
-        return self.critic(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.bf16):
+            return self.critic(x).float()
 
     def get_action_and_value(self, x, action=None):
-        logits = self.actor(x)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.bf16):
+            logits, value = self.actor(x).float(), self.critic(x).float()
         probs = Categorical(logits=logits, validate_args=False)  # validation reads the tensors back: a host sync
         if action is None:
             action = probs.sample()
-        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+        return action, probs.log_prob(action), probs.entropy(), value
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
@@ -214,7 +219,7 @@ if __name__ == "__main__":
 
     with interrupts_ignored():  # async env workers ignore Ctrl-C: this process stops them when it stops
         envs = make_vector_env(args, run_name)
-    agent = Agent(envs).to(device)
+    agent = Agent(envs, bf16=args.bf16).to(device)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
     state = {"agent": agent, "optimizer": optimizer}
@@ -237,6 +242,10 @@ if __name__ == "__main__":
     elif args.num_iterations * args.batch_size != args.total_timesteps:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
               f"runs {args.num_iterations * args.batch_size} steps", flush=True)
+    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    if args.bf16 and not (cuda_bf16 or device.type == "cpu" and torch.cpu._is_avx512_bf16_supported()):
+        print(f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
+              "than float32 here", flush=True)
     if args.track:
         import wandb
 

@@ -73,6 +73,8 @@ class Args:
     """torch threads of this process (0: its share of the cores)"""
     compile: bool = False
     """torch.compile the network (a first call of 10+ s and a C compiler; docs/throughput.md)"""
+    bf16: bool = False
+    """the network's trunk in bfloat16 (autocast; the heads, losses, optimizer and GAE stay float32): faster on CPUs with AMX or AVX512-BF16 and on GPUs with tensor cores, likely slower elsewhere; changes the numbers (off: CleanRL's float32)"""
     total_timesteps: Count = 10000000
     """total timesteps of the experiments (1e7 works too; rounded down to a multiple of the batch)"""
     learning_rate: float = 2.5e-4
@@ -125,8 +127,9 @@ class Agent(nn.Module):
     """The Nature CNN with a policy and a value head, on uint8 frames, in the `channels_last` memory format that
     oneDNN on CPU and tensor cores on GPU prefer."""
 
-    def __init__(self, envs):
+    def __init__(self, envs, bf16=False):
         super().__init__()
+        self.bf16 = bf16  # the trunk under bfloat16 autocast (--bf16)
         self.network = nn.Sequential(
             layer_init(nn.Conv2d(4, 32, 8, stride=4)),
             nn.ReLU(),
@@ -144,7 +147,9 @@ class Agent(nn.Module):
 
     def hidden(self, x):
         # a float copy in the network's layout (never the caller's tensor), scaled in place: one float buffer, not two
-        return self.network(x.to(torch.float32, memory_format=torch.channels_last, copy=True).div_(255.0))
+        x = x.to(torch.float32, memory_format=torch.channels_last, copy=True).div_(255.0)
+        with torch.autocast(x.device.type, torch.bfloat16, enabled=self.bf16):
+            return self.network(x).float()  # the heads compute in float32
 
     def get_value(self, x):
         return self.critic(self.hidden(x))
@@ -266,7 +271,7 @@ if __name__ == "__main__":
                                      seed=args.seed, capture_video=args.capture_video,
                                      video_folder=os.path.join(args.runs_dir, run_name, "videos"))
     resume = resume_command(args, run_name)  # the command line that continues this run
-    agent = Agent(envs).to(device)
+    agent = Agent(envs, bf16=args.bf16).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
         agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
         agent.get_value = torch.compile(agent.get_value, dynamic=False)
@@ -290,6 +295,11 @@ if __name__ == "__main__":
           f"{envpool_threads}{torch_threads} torch threads, logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
+    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
+    native_bf16 = cuda_bf16 or device.type == "cpu" and torch.cpu._is_avx512_bf16_supported()  # AMX CPUs have it too
+    if args.bf16 and not native_bf16:
+        print(f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
+              "than float32 here", flush=True)
     steps = args.num_iterations * args.batch_size
     if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "

@@ -56,9 +56,11 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert "within seed noise" in verdicts["ale"] and "NOT" not in verdicts["ale"]
     assert "difference of the means +0.05, tolerance 1.00 = 2 standard errors from the seed-to-seed std 0.50 (2 " \
            "degrees of freedom)" in verdicts["ale"]
-    # one seed is judged against the pooled spread: 2 x 0.5025 x sqrt(1 + 1/2) = 1.23
-    assert verdicts["envpool"].startswith("- **envpool**: NOT within seed noise of sync: last 200k steps, per seed "
-                                          "0.50 vs sync 4.50, 5.50; difference of the means -4.50, tolerance 1.23")
+    # one seed is judged against the pooled spread: 2 x 0.5025 x sqrt(1 + 1/2) = 1.23; and a run that never learns
+    # fails whatever the spread: its last 200k steps are not above its first window by 2 x 0.5025
+    assert verdicts["envpool"].startswith("- **envpool**: FAILS: seed 1 stalled (last 200k steps 0.50, first window "
+                                          "0.50); last 200k steps, per seed 0.50 vs sync 4.50, 5.50; difference of the "
+                                          "means -4.50, tolerance 1.23")
     assert verdicts["sync"].endswith("the reference")
     assert "Not finished yet: envpool seed 2, multigpu_2ranks seed 1, sync_1env seed 1." in text
     assert (tmp_path / "results" / "quick_curves.png").stat().st_size > 10_000
@@ -69,7 +71,7 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     again = (tmp_path / "results.md").read_text()
     assert again.startswith("intro by hand\n") and again.endswith("\nnotes by hand\n")
     assert again.count(learning.GENERATED_START) == 1 and "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1." in again
-    assert "- **envpool**: NOT within seed noise of sync" in again
+    assert "- **envpool**: FAILS: seed 1 stalled" in again and "seed 2 stalled" in again
     assert "seed-to-seed std 0.41 (3 degrees of freedom)" in again  # envpool's 2 seeds join the pooled spread
 
 
@@ -87,6 +89,31 @@ def test_verdicts_wait_for_a_spread_and_leave_the_baseline_out(tmp_path):
     assert "undecided until some configuration has 2 seeds" in verdicts["ale"]
     assert "per seed 9.00 vs sync 4.00" in verdicts["ale"]
     assert "not a backend" in verdicts["sync_1env"]
+
+
+def test_bf16_profile_judges_against_float32_and_fails_a_regressed_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "results" / "bf16"
+    steps = np.arange(1, 501) * 1000
+    rising = np.repeat(np.arange(1.0, 6.0), 100)  # window means 1, 2, 3, 4, 5
+    write_export(folder, "envpool", 1, steps, rising)
+    write_export(folder, "envpool", 2, steps, rising + 1)
+    write_export(folder, "envpool_bf16", 1, steps, rising + 0.5)
+    write_export(folder, "envpool_bf16", 2, steps, np.repeat([1.0, 6.0, 9.0, 9.0, 2.0], 100))  # learnt, then lost it
+    args = args_for(tmp_path, "--profile", "bf16")
+    assert learning.report(args) == 0
+    text = (tmp_path / "results.md").read_text()
+    verdicts = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
+    assert verdicts["envpool"].endswith("the reference")
+    assert verdicts["envpool_bf16"].startswith("- **envpool_bf16**: FAILS: seed 2 regressed (last window 2.00, best "
+                                               "earlier 9.00)")
+    assert "vs envpool 4.50, 5.50" in verdicts["envpool_bf16"]
+    write_export(folder, "envpool_bf16", 2, steps, rising + 0.7)
+    assert learning.report(args) == 0
+    verdicts = {line.split("**")[1]: line for line in (tmp_path / "results.md").read_text().splitlines()
+                if line.startswith("- **")}
+    assert verdicts["envpool_bf16"].startswith("- **envpool_bf16**: within seed noise of envpool: last 200k steps, "
+                                               "per seed 5.00, 5.20 vs envpool 4.50, 5.50")
 
 
 def test_plan_and_commands_resume_a_cut_run(tmp_path):

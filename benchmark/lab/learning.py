@@ -97,6 +97,15 @@ PROFILES: dict[str, dict] = {
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2, 3)),
         ],
     },
+    # --bf16 against float32 on the fastest backend, on one machine: Breakout, 500k steps, 2 seeds each
+    "bf16": {
+        "env_ids": [ENV_ID],
+        "total_timesteps": 500_000,
+        "configs": [
+            Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2)),
+            Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1, 2)),
+        ],
+    },
     # CleanRL's benchmark at full length on one CPU machine: Breakout and Pong, 10M steps, seed 1, the fastest
     # backend; hours per run, so it runs in parts (`--max-hours`), each resuming the last one's checkpoint
     "full-cpu": {
@@ -112,7 +121,7 @@ class Args:
     action: tyro.conf.Positional[Literal["run", "report", "commands", "import", "export"]]
     """`run` what has not finished, `report` from what has, print the `commands`, `import` a finished run, or
     `export` the runs of the profile as far as they are (partial exports of the runs in progress)"""
-    profile: Literal["quick", "full", "full-cpu"] = "quick"
+    profile: Literal["quick", "bf16", "full", "full-cpu"] = "quick"
     """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark
     (a cluster's job); `full-cpu`: Breakout and Pong to 10M steps, seed 1, on this machine in parts"""
     max_hours: float = 0.0
@@ -464,20 +473,34 @@ def seed_noise(by_config: dict[str, list[Finished]], total: int) -> tuple[float,
     return (float(np.sqrt(squares / dof)) if dof else float("nan")), dof
 
 
-def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int) -> str:
-    """Within seed noise of sync or not: the difference of the mean over seeds of `late_mean` against 2 standard
-    errors of that difference, from the pooled seed-to-seed standard deviation (a two-sample t-test's footing;
-    with a few seeds the deviation itself is very uncertain, so a verdict is coarse)."""
-    if name == "sync":
+def stalled_or_regressed(r: Finished, total: int, sigma: float) -> str | None:
+    """Why a run fails the learning rule, or None: it stalled (its last 200k steps' mean is not above its first
+    window's by more than 2 seed-to-seed standard deviations) or regressed (its last window fell below its best
+    earlier window by more than that)."""
+    means = window_means(r, total)
+    if not late_mean(r, total) > means[0] + 2 * sigma:
+        return f"seed {r.seed} stalled (last 200k steps {late_mean(r, total):.2f}, first window {means[0]:.2f})"
+    if means[-1] < max(means[:-1]) - 2 * sigma:
+        return f"seed {r.seed} regressed (last window {means[-1]:.2f}, best earlier {max(means[:-1]):.2f})"
+    return None
+
+
+def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int,
+            reference: str = "sync") -> str:
+    """Within seed noise of the reference configuration or not: the difference of the mean over seeds of `late_mean`
+    against 2 standard errors of that difference, from the pooled seed-to-seed standard deviation (a two-sample
+    t-test's footing; with a few seeds the deviation itself is very uncertain, so a verdict is coarse); a run that
+    stalled or regressed (`stalled_or_regressed`) fails in any case."""
+    if name == reference:
         return "the reference"
     if name in BASELINES:
         return "not a backend: the single-env baseline of the claims about parallel sampling (another batch size; see its section)"
-    sync = by_config.get("sync", [])
-    if not sync:
-        return "no finished sync run to compare with"
-    ours, ref = [late_mean(r, total) for r in runs], [late_mean(r, total) for r in sync]
+    ref_runs = by_config.get(reference, [])
+    if not ref_runs:
+        return f"no finished {reference} run to compare with"
+    ours, ref = [late_mean(r, total) for r in runs], [late_mean(r, total) for r in ref_runs]
     sigma, dof = seed_noise(by_config, total)
-    seeds = (f"last 200k steps, per seed {', '.join(f'{v:.2f}' for v in ours)} vs sync "
+    seeds = (f"last 200k steps, per seed {', '.join(f'{v:.2f}' for v in ours)} vs {reference} "
              f"{', '.join(f'{v:.2f}' for v in ref)}")
     if not dof:
         return f"undecided until some configuration has 2 seeds (the seed-to-seed spread): {seeds}"
@@ -485,12 +508,16 @@ def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]
     tolerance = 2 * sigma * np.sqrt(1 / len(ours) + 1 / len(ref))
     figures = (f"{seeds}; difference of the means {diff:+.2f}, tolerance {tolerance:.2f} = 2 standard errors from "
                f"the seed-to-seed std {sigma:.2f} ({dof} degrees of freedom)")
-    return f"{'within' if abs(diff) <= tolerance else 'NOT within'} seed noise of sync: {figures}"
+    failures = [why for r in runs if (why := stalled_or_regressed(r, total, sigma))]
+    if failures:
+        return f"FAILS: {'; '.join(failures)}; {figures}"
+    return f"{'within' if abs(diff) <= tolerance else 'NOT within'} seed noise of {reference}: {figures}"
 
 
 def report(args: Args) -> int:
     if not args.report_path:
-        args.report_path = "docs/results_10m.md" if args.profile == "full-cpu" else "docs/results.md"
+        args.report_path = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}.get(args.profile,
+                                                                                                  "docs/results.md")
     if args.profile == "full-cpu":
         return report_long(args)
     finished = load_finished(args)
@@ -524,7 +551,7 @@ def report(args: Args) -> int:
             runs_table.append(f"| {name} | {r.seed} | {m['steps']:,} | {plot.format_duration(m['wall_seconds'])} | "
                               f"{m['sps']:.0f} | {m['episodes']} | {m['machine']} | {m['finished']} | "
                               f"`{m['command']}` |")
-    verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total)}"
+    verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total, order[0])}"
                 for name, runs in by_config.items()]
     missing = [f"{p.config.name} seed {p.seed}" for p in plan(Args("run", profile=args.profile))
                if not any(r.config == p.config.name and r.seed == p.seed for r in finished)]
@@ -559,10 +586,12 @@ def report(args: Args) -> int:
         "### Verdicts",
         "",
         "Seeds are the unit: each run's mean return over its last 200k steps; a configuration is within seed noise "
-        "of sync when the difference of the means over seeds is at most 2 standard errors, from the seed-to-seed "
+        f"of {order[0]} when the difference of the means over seeds is at most 2 standard errors, from the seed-to-seed "
         "standard deviation pooled over the configurations with 2 or more seeds (a two-sample t-test's footing; "
         "with so few seeds that deviation is itself very uncertain: its 95% interval spans 0.45x to 32x of the "
-        "estimate at 1 degree of freedom, 0.52x to 6.3x at 2, 0.57x to 3.7x at 3).",
+        "estimate at 1 degree of freedom, 0.52x to 6.3x at 2, 0.57x to 3.7x at 3). A run fails whatever the means "
+        "if it stalled (its last 200k steps not above its first 100k-step window by more than 2 seed-to-seed "
+        "standard deviations) or regressed (its last window below its best earlier one by more than that).",
         "",
         *verdicts,
         "",
