@@ -179,9 +179,11 @@ def plan(args: Args) -> list[Planned]:
     if unknown:
         fail(f"unknown config(s) {', '.join(unknown)}; the {args.profile} profile has "
              f"{', '.join(c.name for c in profile['configs'])}")
-    return [Planned(c, env_id, seed, profile["total_timesteps"])
-            for env_id in profile["env_ids"] for c in profile["configs"] if not args.only or c.name in args.only
-            for seed in c.seeds]
+    planned = [Planned(c, env_id, seed, profile["total_timesteps"])
+               for env_id in profile["env_ids"] for c in profile["configs"] if not args.only or c.name in args.only
+               for seed in c.seeds]
+    # seed by seed: a benchmark cut short has compared every configuration on its first seeds
+    return sorted(planned, key=lambda p: p.seed)
 
 
 def machine() -> str:
