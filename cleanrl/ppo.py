@@ -25,9 +25,7 @@ from torch.utils.tensorboard import SummaryWriter
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
-from cleanrl_utils.validation import Count, check_batch, check_box_observations, check_can_record_video
-from cleanrl_utils.validation import check_discrete_actions, check_extras, check_not_atari_env_id, check_ranges
-from cleanrl_utils.validation import make_probe_env
+from cleanrl_utils.validation import Count, check_batch, check_env_id, check_extras, check_ranges, fail
 
 
 @dataclass
@@ -197,14 +195,26 @@ if __name__ == "__main__":
     # bad input stops here with one `error: ...` line, before the run writes anything
     check_ranges(args)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
-    check_not_atari_env_id(args.env_id)  # before the probe env: an Atari game's pixels would pass as a Box
-    probe_env = make_probe_env(args.env_id)
-    check_box_observations(probe_env.observation_space, args.env_id)
-    check_discrete_actions(probe_env.action_space, args.env_id)
-    probe_env.close()
-    if args.capture_video:
-        check_can_record_video(args.env_id)
-    check_extras(track=args.track)
+    check_env_id(args.env_id, atari=False)  # before the probe env: an Atari game's pixels would pass as a Box
+    check_extras(capture_video=args.capture_video, track=args.track)
+    try:  # the env as the run makes it: its spaces, and for --capture-video a drawn frame (classic control: pygame)
+        probe_env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
+        probe_env.reset(seed=0)
+        if args.capture_video:
+            probe_env.render()
+        probe_env.close()
+    except gym.error.DependencyNotInstalled as exc:
+        why = " ".join(str(exc).split())
+        if args.capture_video and "pygame" in why:
+            fail(f"--capture-video: {args.env_id!r} cannot draw frames ({why}); pip install -e '.[video]'")
+        fail(f"{args.env_id!r} needs a package that is not installed: {why}")
+    if not isinstance(probe_env.action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id!r} has a {type(probe_env.action_space).__name__} action space; this script supports only "
+             "Discrete actions (for continuous control use a Gaussian-policy PPO such as CleanRL's "
+             "ppo_continuous_action.py)")
+    if not isinstance(probe_env.observation_space, gym.spaces.Box):
+        fail(f"{args.env_id!r} has a {type(probe_env.observation_space).__name__} observation space; this script "
+             "needs Box (vector) observations")
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size

@@ -106,7 +106,6 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
 
 
 check_atari_env_id = functools.partial(check_env_id, atari=True)
-check_not_atari_env_id = functools.partial(check_env_id, atari=False)
 
 
 def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int) -> None:
@@ -117,40 +116,3 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
     if total_timesteps < batch_size:
         fail(f"--total-timesteps {total_timesteps} is smaller than one batch (num_envs*num_steps = {batch_size}): "
              "no update would run; raise --total-timesteps or shrink the batch")
-
-
-def check_discrete_actions(action_space, env_id: str) -> None:
-    import gymnasium as gym
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{env_id!r} has a {type(action_space).__name__} action space; this script supports only Discrete "
-             "actions (for continuous control use a Gaussian-policy PPO such as CleanRL's ppo_continuous_action.py)")
-
-
-def check_box_observations(observation_space, env_id: str) -> None:
-    import gymnasium as gym
-    if not isinstance(observation_space, gym.spaces.Box):
-        fail(f"{env_id!r} has a {type(observation_space).__name__} observation space; this script needs Box "
-             "(vector) observations")
-
-
-def make_probe_env(env_id: str, **kwargs):
-    import gymnasium as gym
-    try:
-        return gym.make(env_id, **kwargs)
-    except gym.error.DependencyNotInstalled as exc:
-        fail(f"{env_id!r} needs a package that is not installed: {' '.join(str(exc).split())}")
-
-
-def check_can_record_video(env_id: str) -> None:
-    """moviepy must be installed and the env must draw rgb frames (classic control draws with pygame)."""
-    import gymnasium as gym
-    check_extras(capture_video=True)
-    env = make_probe_env(env_id, render_mode="rgb_array")
-    try:
-        env.reset(seed=0)
-        env.render()
-    except gym.error.DependencyNotInstalled as exc:
-        fail(f"--capture-video: {env_id!r} cannot draw frames ({' '.join(str(exc).split())}); pip install -e "
-             "'.[video]'")
-    finally:
-        env.close()
