@@ -31,13 +31,12 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks
+from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks, open_run
 from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, resolve_device, resolve_sizes
-from cleanrl_utils.distributed import restart_count
+from cleanrl_utils.distributed import resolve_run_name, restart_count, restore_rng, resume_command, start_run
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
-from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
-from cleanrl_utils.resume import resolve_run_name
+from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
+from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
 from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
@@ -69,7 +68,7 @@ class Args:
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
     resume: ResumeMode = "no"
-    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda, --backend, --device-ids, --dist-timeout, --local-num-envs: the world size may change, the envs of all ranks together may not)"""
+    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --bf16, --cuda, --backend, --device-ids, --dist-timeout, --local-num-envs: the world size may change, the envs of all ranks together may not)"""
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -289,7 +288,7 @@ if __name__ == "__main__":
     info = read_dist_env()
     rank0 = info.rank == 0
     # a resume: the run's stored settings and its checkpoint (the envs per rank follow this launch's world size)
-    args, run_name, ckpt = start_run(Args, __file__, restart_count() > 0, rank0, recomputed=("local_num_envs",))
+    args, run_name, ckpt = start_run(Args, __file__, info)
 
     # everything that can be checked is checked here, before the run writes anything (on every rank)
     check_ranges(args)
@@ -319,7 +318,7 @@ if __name__ == "__main__":
                                      seed=args.seed + info.rank * args.local_num_envs,
                                      capture_video=args.capture_video and rank0,
                                      video_folder=os.path.join(args.runs_dir, run_name, "videos"))
-    resume = resume_command(args, run_name, info.launched)  # the command line that continues this run
+    resume = resume_command(args, run_name, info)  # the command line that continues this run
     close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (distributed.py)
     # after the envs: async env workers then fork no communication threads; sets the device too
     init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)
@@ -344,7 +343,7 @@ if __name__ == "__main__":
         load_state(state, ckpt)
         start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
         recent_returns = ckpt["recent_returns"]
-        restore_rng(ckpt, info.rank, info.world_size, args.seed, device)
+        restore_rng(ckpt, info, args.seed, device)
     for param in agent.parameters() if info.world_size > 1 else []:  # identical start: rank 0's parameters
         dist.broadcast(param.data, src=0)
 

@@ -1,13 +1,18 @@
 """Plumbing of a torch.distributed job for cleanrl/ppo_atari_multigpu.py: where a process sits in the job, its device,
-joining and leaving the process group, and agreeing on rank 0's decisions. (What data parallelism *does* to PPO,
-the parameter broadcast, the gradient all-reduce and the global advantage normalisation, is in the script.)
+joining and leaving the process group, agreeing on rank 0's decisions, and the run's folder and checkpoint over ranks
+and torchrun restarts (cleanrl_utils/resume.py's functions for a job). (What data parallelism *does* to PPO, the
+parameter broadcast, the gradient all-reduce and the global advantage normalisation, is in the script.)
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import os
+import pathlib
+import random
+import shlex
 import sys
 import traceback
 from dataclasses import dataclass
@@ -17,8 +22,9 @@ from typing import Any, Callable, NoReturn, Optional
 import numpy as np
 import torch
 import torch.distributed as dist
+import tyro
 
-from cleanrl_utils import validation
+from cleanrl_utils import resume, validation
 from cleanrl_utils.validation import check_positive, fail
 
 DEFAULT_LOCAL_NUM_ENVS = 8
@@ -179,6 +185,80 @@ def restart_count() -> int:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
+ELASTIC_ID_FILE = "elastic_run_id"  # in the run's folder: the torchrun job running it (the same over restarts)
+
+
+def start_run(args_type, script: str, info: DistInfo):
+    """`resume.start_run` on one rank of a job, rank 0 deciding: another rank prints nothing and takes the run's
+    checkpoint where there is one (`--resume` as `--resume auto`: rank 0 fails for a missing one). After a torchrun
+    restart of this node's workers, every rank resumes as `--resume auto --run-name RUN` would, RUN from
+    `resolve_run_name`. The envs per rank are this launch's: --local-num-envs where given, else derived from
+    --num-envs and the world size (`resolve_sizes`)."""
+    argv = sys.argv[1:]
+    line = tyro.cli(args_type, args=argv)  # the command line's own settings
+    restarted = restart_count() > 0
+    if restarted or (info.rank != 0 and line.resume == "yes"):
+        argv = [*argv, "--resume=auto", f"--run-name={resolve_run_name(line, restarted)}"]
+    with contextlib.redirect_stdout(sys.stdout if info.rank == 0 else io.StringIO()):
+        args, run_name, ckpt = resume.start_run(args_type, script, argv)
+    # the launch's own --run-name and --resume (not those added above), and its envs per rank (None: derived)
+    args.run_name, args.resume, args.local_num_envs = line.run_name, line.resume, line.local_num_envs
+    return args, run_name, ckpt
+
+
+def resolve_run_name(args, restarted: bool) -> str:
+    """`resume.resolve_run_name`; after a torchrun restart (`restarted`), first the newest folder of this env/exp/seed
+    that recorded the job's TORCHELASTIC_RUN_ID (`open_run` records it: a default name's time cannot be recomputed)."""
+    elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if restarted and elastic_id and not args.run_name:
+        prefix = f"{args.env_id}__{args.exp_name}__{args.seed}__".replace("/", "-")
+        folders = os.listdir(args.runs_dir) if os.path.isdir(args.runs_dir) else []
+        candidates = [os.path.join(args.runs_dir, d) for d in folders if d.startswith(prefix) or d == prefix[:-2]]
+        marked = [c for c in candidates if os.path.exists(os.path.join(c, ELASTIC_ID_FILE))]
+        mine = [c for c in marked if pathlib.Path(c, ELASTIC_ID_FILE).read_text().strip() == elastic_id]
+        if mine:
+            return os.path.basename(max(mine, key=os.path.getmtime))
+    return resume.resolve_run_name(args)
+
+
+def open_run(args, run_name: str, state: dict, script: str, restart: int, ckpt: Optional[dict]):
+    """`resume.open_run` on rank 0: the run's folder also records the torchrun job's id (for `resolve_run_name`);
+    after a restart that rank 0 did not count itself (another node's), the checkpoint is the folder's own."""
+    run_dir, _ = resume.open_run(args, run_name, state, script)
+    elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if elastic_id and elastic_id != "none":  # "none": torchrun's default rendezvous id, the same for every job
+        pathlib.Path(run_dir, ELASTIC_ID_FILE).write_text(elastic_id)
+    path = os.path.join(run_dir, resume.CHECKPOINT_FILE)
+    if ckpt is None and restart and os.path.exists(path):
+        ckpt = resume.read_checkpoint(path, script)
+    return run_dir, None if ckpt is None else resume.check_checkpoint(ckpt, path, state, args)
+
+
+def resume_command(args, run_name: str, info: DistInfo) -> str:
+    """`resume.resume_command`; for a launched job, a torchrun launch of as many ranks (on several nodes, the
+    rendezvous endpoint is the user's own: HOST:PORT)."""
+    command = resume.resume_command(args, run_name)
+    if not info.launched:
+        return command
+    command = shlex.join(shlex.split(command)[1:])  # without the interpreter
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // per_node)
+    if nodes == 1:
+        return f"torchrun --standalone --nnodes=1 --nproc_per_node={per_node} {command}"
+    return (f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT "
+            f"{command} (on every node)")
+
+
+def restore_rng(ckpt: dict, info: DistInfo, seed: int, device: torch.device) -> None:
+    """This rank's RNG states from the checkpoint (`resume.restore_rng`); with another world size than the run's,
+    new deterministic streams."""
+    if len(ckpt["rng"]) == info.world_size:
+        resume.restore_rng(ckpt, device, info.rank)
+    else:
+        for seeder in (random.seed, np.random.seed, torch.manual_seed):
+            seeder(seed + info.rank + 1000 * ckpt["iteration"])
+
+
 def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: torch.device) -> None:
     """Make `device` current (after the env worker processes have started: they hold no CUDA context) and, on a
     launched rank, join the process group (a one-line error if it does not form); under torchrun, with keys of
@@ -305,11 +385,11 @@ def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
 
 
-def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], resume: str = "--resume") -> list[Callable[[], Any]]:
+def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "--resume") -> list[Callable[[], Any]]:
     """The life of one rank from here on: returns `close`, to which the script adds what must be closed at the end
     (envs, writer). However the script ends, those are closed (last added first) and the process group is destroyed
     (at exit); an exception ends a launched rank at once (`leave`): a lost peer or a timeout as a one-line error that
-    ends with `resume`, the command that continues the run, anything else with its traceback."""
+    ends with `hint`, the command that continues the run, anything else with its traceback."""
 
     def clean_up() -> None:
         while close:
@@ -323,7 +403,7 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], resume: str = 
         elif is_dist_error(exc):
             exc = SystemExit(f"error: rank {info.rank}: lost contact with the other ranks "
                              f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
-                             f"resume with: {resume}")
+                             f"resume with: {hint}")
         clean_up()
         leave(130 if "interrupted" in str(getattr(exc, "code", "")) else 1, exc)
 

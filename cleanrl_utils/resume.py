@@ -1,9 +1,7 @@
 """Runs that stop and continue: the run's folder, its checkpoint, its stored settings, and a stop on SIGTERM/Ctrl-C.
 
-The checkpoint `{runs_dir}/{run_name}/checkpoint.pt` holds the script's `state` dict (anything with `state_dict()`, or a
-tensor), the iteration, the global step, the recent returns, every rank's RNG states and every flag. It is written
-atomically. The games are not in it: a resumed run starts new ones. `--resume --run-name NAME` continues a run with its
-stored settings; a flag typed again with another value is refused, unless it is in `MAY_CHANGE_ON_RESUME`.
+The checkpoint `{runs_dir}/{run_name}/checkpoint.pt` (written atomically) holds the script's `state` dict, the
+iteration, the global step, the recent returns, every rank's RNG states and every flag; not the games.
 """
 
 from __future__ import annotations
@@ -13,14 +11,13 @@ import dataclasses
 import errno
 import io
 import os
-import pathlib
 import random
 import shlex
 import shutil
 import signal
 import sys
 import time
-from typing import Annotated, Any, Iterable, Iterator, Optional, Sequence
+from typing import Annotated, Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -30,12 +27,11 @@ from cleanrl_utils.validation import check_name, fail
 
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2  # 2: the script's `state` dict; 1 (older versions): the agent and optimizer only
-ELASTIC_ID_FILE = "elastic_run_id"  # in the run's folder: the torchrun job running it (the same over restarts)
 RESUME_MODES = ("no", "yes", "auto")
 # What a resume may change (listed in the scripts' --resume help); every other flag keeps the run's stored value.
 MAY_CHANGE_ON_RESUME = frozenset({
     "total_timesteps", "checkpoint_interval", "progress_bar", "track", "wandb_project_name", "wandb_entity",
-    "capture_video", "save_model", "vector_env", "env_threads", "torch_threads", "compile", "cuda",
+    "capture_video", "save_model", "vector_env", "env_threads", "torch_threads", "compile", "bf16", "cuda",
     "backend", "device_ids", "dist_timeout", "local_num_envs",
 })
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
@@ -47,7 +43,6 @@ def _resume_mode(words: list[str]) -> str:
     return words[0] if words else "yes"
 
 
-# `--resume` alone is "yes" (the run must have a checkpoint); `--resume auto` resumes if there is one, else starts
 ResumeMode = Annotated[str, tyro.constructors.PrimitiveConstructorSpec(
     nargs=(0, 1), metavar="[auto]", instance_from_str=_resume_mode, is_instance=lambda v: v in RESUME_MODES,
     str_from_instance=lambda v: [v])]
@@ -63,12 +58,10 @@ def rng_state(device: torch.device) -> dict:
     return state
 
 
-def restore_rng(ckpt: dict, rank: int, world_size: int, seed: int, device: torch.device) -> None:
-    """This rank's RNG states from the checkpoint; with another world size, new deterministic streams."""
-    if len(ckpt["rng"]) != world_size:
-        for seeder in (random.seed, np.random.seed, torch.manual_seed):
-            seeder(seed + rank + 1000 * ckpt["iteration"])
-        return
+def restore_rng(ckpt: dict, device: torch.device, rank: int = 0, *old) -> None:
+    """Rank `rank`'s RNG states from the checkpoint."""
+    if old:  # the former call `restore_rng(ckpt, 0, 1, seed, device)`, until the scripts make the new one
+        device, rank = old[-1], 0
     state = ckpt["rng"][rank]
     random.setstate((state["python"][0], tuple(state["python"][1]), state["python"][2]))
     name, keys, *rest = state["numpy"]
@@ -79,8 +72,7 @@ def restore_rng(ckpt: dict, rank: int, world_size: int, seed: int, device: torch
 
 
 def atomic_save(obj: dict, path: str) -> None:
-    """`obj` to a temporary file renamed over `path`, so that the old file stays whole until the new one is; a
-    failed write (a full disk) keeps the old file and is a one-line error."""
+    """`obj` to a temporary file renamed over `path`: a failed write (a full disk) keeps the old file whole."""
     data = io.BytesIO()
     torch.save(obj, data)
     tmp = path + ".tmp"
@@ -98,8 +90,7 @@ def atomic_save(obj: dict, path: str) -> None:
              f"disk has {free / 2**20:.0f} MiB free ({kept}free some space, then resume with --resume)")
 
 
-def save_checkpoint(path: str, state: dict[str, Any], args, iteration: int, global_step: int, rngs: list,
-                    recent_returns: list) -> None:
+def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: int, rngs: list, recent_returns: list):
     """`state`: name -> what to save (`state_dict()` or a tensor); `rngs`: the RNG state of every rank. An optimizer
     that steps a network not in `state` is an error: a resume would put its moments on new weights."""
     saved = {id(p) for value in state.values() if isinstance(value, torch.nn.Module) for p in value.parameters()}
@@ -165,19 +156,6 @@ def load_state(state: dict[str, Any], ckpt: dict) -> None:
             value.load_state_dict(ckpt["state"][key])
 
 
-def given_flags(argv: Sequence[str], fields: Iterable[str]) -> set[str]:
-    """The fields whose flag is on the command line: `--env-id X`, `--env_id=X`, `--track`, `--no-track`."""
-    names = {field.replace("_", "-"): field for field in fields}
-    given = set()
-    for word in argv:
-        flag = word[2:].split("=", 1)[0].replace("_", "-") if word.startswith("--") else ""
-        if flag in names:
-            given.add(names[flag])
-        elif flag.startswith("no-") and flag[3:] in names:
-            given.add(names[flag[3:]])
-    return given
-
-
 def flag_text(field: str, value) -> str:
     """A setting as the command line gives it, e.g. `--learning-rate 0.001`, `--no-anneal-lr`."""
     flag = field.replace("_", "-")
@@ -188,41 +166,25 @@ def flag_text(field: str, value) -> str:
     return f"--{flag} {value}"
 
 
-def resume_command(args, run_name: str, launched: bool = False) -> str:
-    """The command that continues this run; under torchrun, a torchrun launch of as many ranks (on several nodes,
-    the rendezvous endpoint is the user's own: HOST:PORT)."""
+def resume_command(args, run_name: str) -> str:
+    """The command that continues this run."""
     python = os.path.basename(sys.executable)  # `python` where that is this one, else the full path
     if os.path.realpath(shutil.which(python) or "") != os.path.realpath(sys.executable):
         python = sys.executable
     words = [sys.argv[0], "--resume", "--run-name", run_name]
     if args.runs_dir != "runs":
         words += ["--runs-dir", args.runs_dir]
-    command = shlex.join(words)
-    if not launched:
-        return f"{shlex.quote(python)} {command}"
-    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // per_node)
-    if nodes == 1:
-        return f"torchrun --standalone --nnodes=1 --nproc_per_node={per_node} {command}"
-    return (f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT "
-            f"{command} (on every node)")
+    return f"{shlex.quote(python)} {shlex.join(words)}"
 
 
-def resolve_run_name(args, restarted: bool = False) -> str:
+def resolve_run_name(args) -> str:
     """The run's folder: `--run-name`; else for a new run `{env_id}__{exp_name}__{seed}__{unix time}`, for `--resume`
-    the newest folder of this env/exp/seed with a checkpoint (also `{env_id}__{exp_name}__{seed}`, the submission
-    tools' name), after a torchrun restart (`restarted`) the newest that recorded its TORCHELASTIC_RUN_ID."""
+    the newest such folder with a checkpoint (or `{env_id}__{exp_name}__{seed}`, the submission tools' name)."""
     if args.run_name:
         return args.run_name
     prefix = f"{args.env_id}__{args.exp_name}__{args.seed}__".replace("/", "-")
     folders = os.listdir(args.runs_dir) if os.path.isdir(args.runs_dir) else []
     candidates = [os.path.join(args.runs_dir, d) for d in folders if d.startswith(prefix) or d == prefix[:-2]]
-    elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
-    if restarted and elastic_id:
-        marked = [c for c in candidates if os.path.exists(os.path.join(c, ELASTIC_ID_FILE))]
-        mine = [c for c in marked if pathlib.Path(c, ELASTIC_ID_FILE).read_text().strip() == elastic_id]
-        if mine:
-            return os.path.basename(max(mine, key=os.path.getmtime))
     if args.resume != "no":
         with_checkpoint = [p for c in candidates if os.path.exists(p := os.path.join(c, CHECKPOINT_FILE))]
         if with_checkpoint:
@@ -230,80 +192,60 @@ def resolve_run_name(args, restarted: bool = False) -> str:
     return f"{prefix}{int(time.time())}"
 
 
-def restore_settings(args, stored: dict, given: set[str], run_dir: str, loud: bool, recomputed: tuple = ()) -> None:
-    """A flag not given takes the run's stored value (a `recomputed` one its default: the script derives it again);
-    a given one that differs is refused, unless a resume may change it (a note says so when `loud`)."""
-    refused, notes = [], []
-    for field in dataclasses.fields(args):
-        name = field.name
-        if name in RUN_IDENTITY or name not in stored:
-            continue
-        old, new = stored[name], getattr(args, name)
-        if name not in given:
-            setattr(args, name, field.default if name in recomputed else old)
-        elif old != new and (list(old) if isinstance(old, tuple) else old) != new:
-            (notes if name in MAY_CHANGE_ON_RESUME else refused).append(
-                f"{flag_text(name, new)} (the run has {flag_text(name, old)})")
-    if refused:
-        fail(f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
-             "new run with another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name; what may "
-             "change on a resume is listed under --resume in --help)")
-    for note in notes if loud else []:
-        print(f"note: resuming with {note}", flush=True)
-
-
-def start_run(args_type, script: str, restarted: bool = False, decides: bool = True,
-              recomputed: tuple[str, ...] = (), argv: Optional[list[str]] = None):
-    """Parse the command line and find the run: (args, run name, checkpoint or None); creates nothing.
-
-    `--resume`, `--resume auto` or a torchrun restart (`restarted`) continue the run's checkpoint with its stored
-    settings; a run that is complete exits 0. Without a checkpoint `--resume` is an error, `--resume auto` starts the
-    run. Only the deciding process (rank 0: `decides`) fails for a missing checkpoint and prints notes.
-    """
+def start_run(args_type, script: str, argv: Optional[list[str]] = None):
+    """Parse the command line and find the run: (args, run name, checkpoint or None); creates nothing. `--resume` (the
+    run must have a checkpoint) and `--resume auto` (else it starts) continue it with its stored settings."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = tyro.cli(args_type, args=argv)
     check_name("--exp-name", args.exp_name)
     if args.run_name is not None:
         check_name("--run-name", args.run_name)
-    run_name = resolve_run_name(args, restarted)
+    run_name = resolve_run_name(args)
     run_dir = os.path.join(args.runs_dir, run_name)
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if not os.path.exists(path):
-        if decides and args.resume == "yes" and not restarted and args.run_name is None:
+        if args.resume == "yes" and args.run_name is None:
             fail(f"--resume found no run to continue: no folder {args.env_id}__{args.exp_name}__{args.seed}"
                  f"[__TIME] with a checkpoint in {args.runs_dir}; name the run with --run-name, or check --runs-dir")
-        if decides and args.resume == "yes" and not restarted:
+        if args.resume == "yes":
             fail(f"no checkpoint to resume in {run_dir}: check --run-name and --runs-dir, or use --resume auto "
                  "(resume if there is a checkpoint, else start)")
-        if decides and (args.resume == "auto" or restarted):
+        if args.resume == "auto":
             print(f"note: no checkpoint in {run_dir} yet: starting the run", flush=True)
         return args, run_name, None
-    if args.resume == "no" and not restarted:
+    if args.resume == "no":
         fail(f"{run_dir} already has a checkpoint: pass --resume to continue it (`{resume_command(args, run_name)}`), "
              "or another --run-name")
     ckpt = read_checkpoint(path, script)
+    # parsed again with the stored settings as defaults: a flag given another value is refused unless it may change
     stored = ckpt.get("settings") or {}
-    given = given_flags(argv, [field.name for field in dataclasses.fields(args_type)])
-    restore_settings(args, stored, given, run_dir, decides, recomputed)
+    kept = {f.name: stored[f.name] for f in dataclasses.fields(args_type) if f.name in stored.keys() - RUN_IDENTITY}
+    args = tyro.cli(args_type, args=argv, default=args_type(**kept))
+    changed = [(name, f"{flag_text(name, getattr(args, name))} (the run has {flag_text(name, old)})")
+               for name, old in kept.items() if getattr(args, name) != old]
+    refused = [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]
+    if refused:
+        fail(f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
+             "new run with another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name; what may "
+             "change on a resume is listed under --resume in --help)")
+    for _, note in changed:  # each a flag that a resume may change
+        print(f"note: resuming with {note}", flush=True)
     iteration, batch_size, total = ckpt["iteration"], ckpt["batch_size"], args.total_timesteps
     if iteration >= total // batch_size:
-        if decides:
-            print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to "
-                  "train it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in "
-                  "a cleanrl_utils.benchmark sweep, another --exp-name)", flush=True)
+        print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
+              "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
+              "cleanrl_utils.benchmark sweep, another --exp-name)", flush=True)
         sys.exit(0)
     old_total = stored.get("total_timesteps", total)
-    if decides and args.anneal_lr and old_total != total:  # the learning rate now anneals to 0 at the new total
+    if args.anneal_lr and old_total != total:  # the learning rate now anneals to 0 at the new total
         old_lr, new_lr = ((1.0 - iteration / (t // batch_size)) * args.learning_rate for t in (old_total, total))
         print(f"note: the learning rate now anneals to 0 at step {total // batch_size * batch_size}: it continues as "
               f"in a run started with --total-timesteps {total} ({old_lr:.3g} -> {new_lr:.3g})", flush=True)
     return args, run_name, ckpt
 
 
-def open_run(args, run_name: str, state: dict[str, Any], script: str, restart: int = 0,
-             ckpt: Optional[dict] = None) -> tuple[str, Optional[dict]]:
-    """The run's folder, created and writable, and the checkpoint to continue (`ckpt` from `start_run`, or after a
-    torchrun restart the folder's own) checked against `state`. The folder records the torchrun job's id."""
+def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict] = None) -> tuple[str, Optional[dict]]:
+    """The run's folder, created and writable, and `ckpt` (from `start_run`) checked against `state`."""
     run_dir = os.path.join(args.runs_dir, run_name)
     try:  # made after every check that can fail (a refused start leaves no empty folder), and proved writable
         os.makedirs(run_dir, exist_ok=True)
@@ -316,20 +258,13 @@ def open_run(args, run_name: str, state: dict[str, Any], script: str, restart: i
             fail(f"the disk of the run directory {run_dir!r} is full: free some space (a checkpoint of the Atari "
                  "scripts takes about 20 MiB), or pass another --runs-dir")
         fail(f"cannot write the run directory {run_dir!r} ({exc.strerror}); pass a writable --runs-dir")
-    elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
-    if elastic_id and elastic_id != "none":  # for `resolve_run_name` after a torchrun restart
-        with open(os.path.join(run_dir, ELASTIC_ID_FILE), "w") as f:
-            f.write(elastic_id)
     path = os.path.join(run_dir, CHECKPOINT_FILE)
-    if ckpt is None and restart and os.path.exists(path):
-        ckpt = read_checkpoint(path, script)
     return run_dir, None if ckpt is None else check_checkpoint(ckpt, path, state, args)
 
 
 class StopSignals:
-    """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested` is then the signal number).
-    A second Ctrl-C 2 s or more after the first exits at once with status 130 (torchrun passes the terminal's Ctrl-C
-    on to its workers: that copy is not a second press)."""
+    """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested` is then the signal number). A
+    second Ctrl-C 2 s or more after the first (not torchrun's copy of the first) exits at once with status 130."""
 
     def __init__(self) -> None:
         self.requested, self.at = 0, 0.0
@@ -347,8 +282,7 @@ class StopSignals:
 
 @contextlib.contextmanager
 def interrupts_ignored() -> Iterator[None]:
-    """Processes started inside (async env workers) ignore Ctrl-C, which a terminal sends to the whole process group:
-    this process stops them when it closes the envs. (An ignored SIGINT is inherited over fork and exec.)"""
+    """Processes started inside (async env workers) ignore the terminal's Ctrl-C: this process stops them."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield

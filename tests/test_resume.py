@@ -1,6 +1,7 @@
 """Resume from the run's own settings (cleanrl_utils/resume.py: start_run), the same for both Atari scripts:
 --resume auto, the stop hint run verbatim, changed flags refused, a complete run, a larger --total-timesteps, and no
-empty run folder after a refused start."""
+empty run folder after a refused start; in-process, the settings a resume parses and those of the multi-GPU script's
+ranks and torchrun restarts (cleanrl_utils/distributed.py: start_run)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import subprocess
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, read_scalars, run_script, start_script, wait_for
+from helpers import REPO_ROOT, assert_one_line_error, load_script, read_scalars, run_script, start_script, wait_for
 
-from cleanrl_utils.resume import given_flags
+from cleanrl_utils import distributed, resume
 
 SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -27,11 +28,67 @@ def steps(run_dir, tag="charts/learning_rate") -> list[int]:
     return [step for step, _ in read_scalars(run_dir, tag)]
 
 
-def test_given_flags_are_the_typed_ones():
-    fields = ["env_id", "learning_rate", "anneal_lr", "track", "seed", "run_name"]
-    argv = ["--env-id", "PongNoFrameskip-v4", "--learning_rate=1e-3", "--no-anneal-lr", "--track", "--run-name", "x"]
-    assert given_flags(argv, fields) == {"env_id", "learning_rate", "anneal_lr", "track", "run_name"}
-    assert given_flags(["--seed", "3", "--resume"], fields) == {"seed"}
+def stored_run(runs, name: str, args, iteration: int = 1) -> str:
+    """A checkpoint of `args` at `iteration` in runs/name (no networks: start_run reads only the settings)."""
+    (runs / name).mkdir(parents=True)
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()}
+    torch.save({"format": resume.CHECKPOINT_FORMAT, "state": {}, "iteration": iteration, "global_step": iteration * 32,
+                "batch_size": 32, "rng": [], "settings": settings}, runs / name / resume.CHECKPOINT_FILE)
+    return name
+
+
+def test_a_resume_parses_the_command_line_over_the_stored_settings(tmp_path, capsys):
+    base = load_script("cleanrl/ppo_atari.py", "ppo_atari_resume_under_test")
+    runs = tmp_path / "runs"
+    stored = base.Args(env_id="PongNoFrameskip-v4", learning_rate=1e-3, anneal_lr=False, total_timesteps=640)
+    where = ["--resume", "--run-name", stored_run(runs, "r", stored), "--runs-dir", str(runs)]
+    # flags not given take the run's values; given ones with the run's value pass, in any spelling
+    same = ["--learning_rate=1e-3", "--no-anneal-lr", "--env-id", "PongNoFrameskip-v4"]
+    args, name, ckpt = resume.start_run(base.Args, "ppo_atari.py", [*where, *same])
+    assert (args.env_id, args.learning_rate, args.anneal_lr, args.total_timesteps) == ("PongNoFrameskip-v4", 1e-3,
+                                                                                       False, 640)
+    assert (name, args.run_name, args.resume, ckpt["iteration"]) == ("r", "r", "yes", 1)
+    assert capsys.readouterr().out == ""
+    # another value: refused, naming each flag, unless a resume may change it (then a note)
+    with pytest.raises(SystemExit) as refused:
+        resume.start_run(base.Args, "ppo_atari.py", [*where, "--anneal-lr", "--clip-coef", "0.3", "--bf16"])
+    assert "--anneal-lr (the run has --no-anneal-lr), --clip-coef 0.3 (the run has --clip-coef 0.1)" in str(
+        refused.value.code) and "bf16" not in str(refused.value.code)
+    args, _, _ = resume.start_run(base.Args, "ppo_atari.py", [*where, "--bf16", "--total-timesteps", "1e3"])
+    assert args.bf16 and args.total_timesteps == 1000
+    out = capsys.readouterr().out
+    assert "note: resuming with --total-timesteps 1000 (the run has --total-timesteps 640)" in out
+    assert "note: resuming with --bf16 (the run has --no-bf16)" in out
+
+
+def test_multigpu_ranks_and_restarts_resume_the_same_run(tmp_path, capsys, monkeypatch):
+    mg = load_script("cleanrl/ppo_atari_multigpu.py", "ppo_atari_multigpu_resume_under_test")
+    runs = tmp_path / "runs"
+    stored = mg.Args(learning_rate=1e-3, total_timesteps=4096)
+    distributed.resolve_sizes(stored, 2)  # 8 envs per rank, 16 in all
+    run = stored_run(runs, f"{stored.env_id}__{stored.exp_name}__1__100", stored)
+    monkeypatch.chdir(tmp_path)
+    info = [distributed.DistInfo(rank, 4, rank, 4, True, "torchrun") for rank in range(2)]
+    # 4 ranks now: the envs per rank follow the world size (8 stored); rank 0 alone prints
+    for rank in (1, 0):
+        monkeypatch.setattr("sys.argv", ["ppo_atari_multigpu.py", "--resume", "--local-num-envs", "4"])
+        args, name, ckpt = distributed.start_run(mg.Args, "ppo_atari_multigpu.py", info[rank])
+        assert (name, args.learning_rate, args.local_num_envs, args.num_envs) == (run, 1e-3, 4, 16)
+        out = capsys.readouterr().out
+        assert out == ("" if rank else "note: resuming with --local-num-envs 4 (the run has --local-num-envs 8)\n")
+    monkeypatch.setattr("sys.argv", ["ppo_atari_multigpu.py", "--resume"])
+    args, _, _ = distributed.start_run(mg.Args, "ppo_atari_multigpu.py", info[0])
+    assert args.local_num_envs is None and args.num_envs == 16  # resolve_sizes derives 4 per rank
+    # a torchrun restart without --resume continues the run that recorded the job's id, not a newer one
+    stored_run(runs, f"{stored.env_id}__{stored.exp_name}__1__200", stored)
+    (runs / run / distributed.ELASTIC_ID_FILE).write_text("job7")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    monkeypatch.setattr("sys.argv", ["ppo_atari_multigpu.py"])
+    for rank in (1, 0):
+        args, name, ckpt = distributed.start_run(mg.Args, "ppo_atari_multigpu.py", info[rank])
+        assert (name, args.run_name, args.resume, args.learning_rate, ckpt is not None) == (run, None, "no", 1e-3, True)
+    capsys.readouterr()
 
 
 def hyperparameter_texts(run_dir) -> list[tuple[int, str]]:
