@@ -240,7 +240,7 @@ if __name__ == "__main__":
         load_state(state, ckpt)
         start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
         recent_returns.extend(ckpt["recent_returns"])
-        restore_rng(ckpt, 0, 1, args.seed, device)
+        restore_rng(ckpt, device)
 
     device_text = f"cuda ({torch.cuda.get_device_name(device)})" if cuda else "cpu"
     device_text += " (no CUDA device found: runs on CPU)" if args.cuda and not cuda else ""

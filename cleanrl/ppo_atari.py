@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
@@ -287,7 +286,7 @@ if __name__ == "__main__":
         load_state(state, ckpt)
         start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
         recent_returns = ckpt["recent_returns"]
-        restore_rng(ckpt, 0, 1, args.seed, device)
+        restore_rng(ckpt, device)
 
     envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
     print(f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
@@ -295,11 +294,9 @@ if __name__ == "__main__":
           f"{envpool_threads}{torch_threads} torch threads, logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
-    native_bf16 = cuda_bf16 or device.type == "cpu" and torch.cpu._is_avx512_bf16_supported()  # AMX CPUs have it too
-    if args.bf16 and not native_bf16:
-        print(f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
-              "than float32 here", flush=True)
+    native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    if args.bf16 and not native_bf16:  # (AMX CPUs have AVX512-BF16 too)
+        print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     steps = args.num_iterations * args.batch_size
     if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Optional
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.distributed as dist

@@ -58,10 +58,8 @@ def rng_state(device: torch.device) -> dict:
     return state
 
 
-def restore_rng(ckpt: dict, device: torch.device, rank: int = 0, *old) -> None:
+def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
     """Rank `rank`'s RNG states from the checkpoint."""
-    if old:  # the former call `restore_rng(ckpt, 0, 1, seed, device)`, until the scripts make the new one
-        device, rank = old[-1], 0
     state = ckpt["rng"][rank]
     random.setstate((state["python"][0], tuple(state["python"][1]), state["python"][2]))
     name, keys, *rest = state["numpy"]

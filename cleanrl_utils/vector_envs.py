@@ -14,8 +14,8 @@ emulator by tests/test_vector_envs.py):
 - 1 to 30 no-op frames at the start of a game (ale-py's pool: 0 to 29);
 - each full game's statistics (all lives, unclipped points, emulator frames) on the step it ends, in
   ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by ``infos["final_info"]["_episode"]``;
-- ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool); ``step_async``/``step_wait`` as in
-  gymnasium's AsyncVectorEnv.
+- ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool); the native pools and ``async``
+  also step in two halves, ``step_async``/``step_wait``, as gymnasium's AsyncVectorEnv.
 """
 from __future__ import annotations
 
@@ -35,16 +35,6 @@ SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
 MAX_EPISODE_FRAMES = 108_000  # 30 minutes of play; the same cap for every backend
 FRAME_SKIP = 4
 MAX_SERVE_ROUNDS = 4  # games that end during their own serve, in a row (never seen more than 1)
-
-
-class SyncVectorEnv(gym.vector.SyncVectorEnv):
-    """gymnasium's SyncVectorEnv with the ``step_async``/``step_wait`` pair of the other backends."""
-
-    def step_async(self, actions: np.ndarray) -> None:
-        self._pending_actions = actions
-
-    def step_wait(self) -> tuple[Any, ...]:
-        return gym.vector.SyncVectorEnv.step(self, self._pending_actions)
 
 
 def ale_game(env_id: str) -> str:
@@ -291,7 +281,7 @@ def make_atari_vector_env(backend: str, env_id: str, num_envs: int, *, env_threa
     env_fns = [functools.partial(make_atari_env, env_id, noop_max=noop_max, video_folder=v) for v in videos]
     if backend == "async":
         return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=SAME_STEP)
-    return SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
+    return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
 
 
 def check_backend(backend: str, num_envs: int, capture_video: bool = False) -> None:

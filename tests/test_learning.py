@@ -62,7 +62,7 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
                                           "0.50); last 200k steps, per seed 0.50 vs sync 4.50, 5.50; difference of the "
                                           "means -4.50, tolerance 1.23")
     assert verdicts["sync"].endswith("the reference")
-    assert "Not finished yet: envpool seed 2, multigpu_2ranks seed 1, sync_1env seed 1." in text
+    assert "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1, envpool seed 2." in text
     assert (tmp_path / "results" / "quick_curves.png").stat().st_size > 10_000
     # a rebuild replaces the generated part and keeps what a person wrote around it
     (tmp_path / "results.md").write_text("intro by hand\n" + text + "\nnotes by hand\n")

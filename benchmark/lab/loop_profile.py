@@ -104,21 +104,33 @@ def profile(args: Args) -> dict[str, list[float]]:
             if halves:  # one half steps while the policy acts for the other
                 use_threads(1)
                 first, second = halves
-                first.step_async(infer(half_obs[0]))
+                send(first, infer(half_obs[0]))
                 start = time.perf_counter()
                 for _ in range(args.steps):
-                    second.step_async(infer(half_obs[1]))
-                    half_obs[0] = torch.as_tensor(first.step_wait()[0])
-                    first.step_async(infer(half_obs[0]))
-                    half_obs[1] = torch.as_tensor(second.step_wait()[0])
+                    send(second, infer(half_obs[1]))
+                    half_obs[0] = torch.as_tensor(wait(first)[0])
+                    send(first, infer(half_obs[0]))
+                    half_obs[1] = torch.as_tensor(wait(second)[0])
                 pipelined = time.perf_counter() - start
-                half_obs[0] = torch.as_tensor(first.step_wait()[0])
+                half_obs[0] = torch.as_tensor(wait(first)[0])
                 times.setdefault("pipelined", []).append(1e3 * pipelined / args.steps)
     finally:
         envs.close()
         for envs_half in halves:
             envs_half.close()
     return times
+
+
+def send(envs, actions) -> None:
+    """The first half of a step; gymnasium's SyncVectorEnv has none, so it keeps the actions for `wait`."""
+    if hasattr(envs, "step_async"):
+        envs.step_async(actions)
+    else:
+        envs.pending_actions = actions
+
+
+def wait(envs) -> tuple:
+    return envs.step_wait() if hasattr(envs, "step_async") else envs.step(envs.pending_actions)
 
 
 def main(args: Args) -> None:
