@@ -1,12 +1,9 @@
-# PPO for Atari, CleanRL style (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_ataripy), on gymnasium 1.x.
-# The envs autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every step of the
-# rollout is a real transition and `dones[t]` says `obs[t]` starts a new episode (GAE's bootstrap stops there).
-# Truncations (the 108k-frame cap) count as terminations, as in CleanRL. Speed: docs/throughput.md (`perf/*` scalars
-# split each iteration's time). Checkpoints every --checkpoint-interval iterations, at the end and on SIGTERM/Ctrl-C.
+# PPO for Atari, CleanRL style (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_ataripy), on gymnasium 1.x. The envs
+# autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every rollout step is a
+# real transition and `dones[t]` says `obs[t]` starts a new episode; truncations count as terminations, as in CleanRL.
 import os
 
-# Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
-# threads that step right after inference (docs/throughput.md). Set before torch loads; an explicit value wins.
+# Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import ctypes.util
 import platform
@@ -123,8 +120,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    """The Nature CNN with a policy and a value head, on uint8 frames, in the `channels_last` memory format that
-    oneDNN on CPU and tensor cores on GPU prefer."""
+    """The Nature CNN with policy and value heads, on uint8 frames, channels_last (oneDNN and tensor cores prefer it)"""
 
     def __init__(self, envs, bf16=False):
         super().__init__()
@@ -297,7 +293,7 @@ if __name__ == "__main__":
     native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
     if args.bf16 and not native_bf16:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
-    steps = args.num_iterations * args.batch_size
+    steps = args.num_iterations * args.batch_size  # rounded down to whole batches
     if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
               f"runs {steps} steps", flush=True)
@@ -305,7 +301,6 @@ if __name__ == "__main__":
         print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
     if args.track:
         import wandb
-
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
                    id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
                    save_code=True)  # fmt: skip
@@ -314,11 +309,8 @@ if __name__ == "__main__":
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
     writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
     # at the step the run starts or resumes from: a resume may change some settings (see --resume)
-    writer.add_text(
-        "hyperparameters",
-        "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-        global_step,
-    )
+    table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)

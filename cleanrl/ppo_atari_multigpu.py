@@ -3,15 +3,12 @@
 # gradients are averaged over the ranks (one all-reduce of a flat buffer) and the advantages are normalised with the
 # whole minibatch's mean and std: N ranks make the update one process makes on their batches put together. Rank 0
 # logs, checkpoints and saves. `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`
-# launches it (nodes, restarts: docs/multigpu.md); `python` runs one process.
-# The envs autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every step of the
-# rollout is a real transition and `dones[t]` says `obs[t]` starts a new episode (GAE's bootstrap stops there).
-# Truncations (the 108k-frame cap) count as terminations, as in CleanRL. Speed: docs/throughput.md (`perf/*` scalars
-# split each iteration's time). Checkpoints every --checkpoint-interval iterations, at the end and on SIGTERM/Ctrl-C.
+# launches it (nodes, restarts: docs/multigpu.md); `python` runs one process. As in ppo_atari.py, the envs
+# autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every rollout step is a
+# real transition and `dones[t]` says `obs[t]` starts a new episode; truncations count as terminations, as in CleanRL.
 import os
 
-# Idle OpenMP threads sleep instead of spinning: busy-waiting torch workers would take the cores from the env
-# threads that step right after inference (docs/throughput.md). Set before torch loads; an explicit value wins.
+# Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import ctypes.util
 import platform
@@ -149,8 +146,7 @@ def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
 
 
 class Agent(nn.Module):
-    """The Nature CNN with a policy and a value head, on uint8 frames, in the `channels_last` memory format that
-    oneDNN on CPU and tensor cores on GPU prefer."""
+    """The Nature CNN with policy and value heads, on uint8 frames, channels_last (oneDNN and tensor cores prefer it)"""
 
     def __init__(self, envs, bf16=False):
         super().__init__()
@@ -286,10 +282,9 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 if __name__ == "__main__":
     info = read_dist_env()
     rank0 = info.rank == 0
-    # a resume: the run's stored settings and its checkpoint (the envs per rank follow this launch's world size)
-    args, run_name, ckpt = start_run(Args, __file__, info)
+    args, run_name, ckpt = start_run(Args, __file__, info)  # a resume: the run's stored settings and its checkpoint
 
-    # everything that can be checked is checked here, before the run writes anything (on every rank)
+    # everything that can be checked is checked here, before the run writes anything
     check_ranges(args)
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
     check_atari_env_id(args.env_id)
@@ -361,7 +356,7 @@ if __name__ == "__main__":
     if args.bf16 and not native_bf16 and rank0:
         print(f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
               "than float32 here", flush=True)
-    steps = args.num_iterations * args.batch_size
+    steps = args.num_iterations * args.batch_size  # rounded down to whole batches
     if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps and rank0:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
               f"runs {steps} steps", flush=True)
@@ -370,7 +365,6 @@ if __name__ == "__main__":
         print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
     if args.track and rank0:
         import wandb
-
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
                    id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
                    save_code=True)  # fmt: skip
@@ -381,11 +375,8 @@ if __name__ == "__main__":
         writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
         close.append(writer.close)
         # at the step the run starts or resumes from: a resume may change some settings (see --resume)
-        writer.add_text(
-            "hyperparameters",
-            "|param|value|\n|-|-|\n%s" % ("\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])),
-            global_step,
-        )
+        table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
@@ -455,7 +446,7 @@ if __name__ == "__main__":
         b_returns = returns.reshape(-1)
         b_values = values.reshape(-1)
 
-        # UPDATE: optimizing the policy and value network, gradients averaged over the ranks
+        # UPDATE: optimizing the policy and value network
         epochs = minibatch_schedule(args.local_batch_size, args.num_minibatches, args.update_epochs)
         stats = ppo_update(
             agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs

@@ -1,15 +1,9 @@
-"""The Atari preprocessing of the PPO/DQN literature (Mnih et al. 2015; Machado et al. 2018) for gymnasium 1.x, as
-in CleanRL and Stable-Baselines3. The wrappers, from the emulator outwards:
-
-1. ``gymnasium.wrappers.AtariPreprocessing``: 1-30 no-ops at reset, frame skip 4 with a max-pool of the last two
-   frames, 84x84 grayscale (``INTER_AREA``);
-2. ``RecordEpisodeStatistics`` (with ``EpisodeFramesEnv``): the full game's return (all lives, unclipped) and length
-   in emulator frames (CleanRL's unit), below ``EpisodicLifeEnv`` so that a lost life is no episode;
-3. ``EpisodicLifeEnv``: a lost life ends the episode for learning, without resetting the emulator;
-4. ``FireResetEnv``: FIRE after every reset and lost life in games whose action set has FIRE (Breakout needs it;
-   Pong has it too, harmlessly);
-5. ``ClipRewardEnv``: reward clipped to its sign;
-6. ``gymnasium.wrappers.FrameStackObservation``: the last 4 frames, ``(4, 84, 84)`` uint8.
+"""The Atari preprocessing of the PPO/DQN literature (Mnih et al. 2015) for gymnasium 1.x, as in CleanRL and SB3, from
+the emulator outwards: ``AtariPreprocessing`` (1-30 no-ops at reset, frame skip 4 with a max-pool of the last two
+frames, 84x84 grayscale); ``RecordEpisodeStatistics`` with ``EpisodeFramesEnv`` (the full game's unclipped return and
+its length in emulator frames, CleanRL's unit); ``EpisodicLifeEnv`` (a lost life ends the episode for learning);
+``FireResetEnv`` (FIRE after a reset or lost life in games with FIRE); ``ClipRewardEnv``; ``FrameStackObservation``
+(the last 4 frames, ``(4, 84, 84)`` uint8).
 """
 
 from __future__ import annotations

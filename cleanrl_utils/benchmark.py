@@ -31,8 +31,8 @@ import tyro
 from cleanrl_utils import slurm
 from cleanrl_utils.nodes import is_python
 from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.validation import fail, make_dir
-from cleanrl_utils.runs import sweep_run_of
+from cleanrl_utils.runs import make_dir, sweep_run_of
+from cleanrl_utils.validation import fail
 
 # How many lines of a failed run's log the runner prints.
 LOG_TAIL_LINES = 15

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import tyro
 
-from cleanrl_utils.validation import fail, make_dir
+from cleanrl_utils.runs import make_dir
+from cleanrl_utils.validation import fail
 
 
 @dataclass

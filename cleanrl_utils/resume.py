@@ -1,8 +1,5 @@
-"""Runs that stop and continue: the run's folder, its checkpoint, its stored settings, and a stop on SIGTERM/Ctrl-C.
-
-The checkpoint `{runs_dir}/{run_name}/checkpoint.pt` (written atomically) holds the script's `state` dict, the
-iteration, the global step, the recent returns, every rank's RNG states and every flag; not the games.
-"""
+"""Runs that stop and continue: the run's folder, its checkpoint (the script's `state` dict, counters, every rank's
+RNG states and every flag; not the games), its stored settings, and a stop on SIGTERM/Ctrl-C."""
 
 from __future__ import annotations
 

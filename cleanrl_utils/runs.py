@@ -1,5 +1,5 @@
-"""The names of the runs a sweep or a cluster job starts, and whether a script can continue them (for the runner and
-the submission tools).
+"""The names of the runs a sweep or a cluster job starts, whether a script can continue them, and the tools' output
+folders (for the runner, the submission tools and the plots).
 """
 
 from __future__ import annotations
@@ -14,6 +14,15 @@ from typing import Optional, Sequence
 import tyro
 
 from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, is_atari
+
+
+def make_dir(path: str, what: str) -> None:
+    """The folder `path` of the tool's output, made if missing; else a one-line error naming `what`."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
+        fail(f"cannot create {what} {path!r} ({reason})")
 
 
 def sweep_run_name(env_id: Optional[str], exp_name: str, seed: int) -> str:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Optional
 
 from cleanrl_utils.nodes import node_command, slurm_node_vars, torch_launcher
-from cleanrl_utils.validation import fail, make_dir
+from cleanrl_utils.runs import make_dir
+from cleanrl_utils.validation import fail
 
 MULTINODE_TEMPLATE = Path(__file__).resolve().parent.parent / "benchmark" / "slurm_multinode.template"
 PLACEHOLDER = re.compile(r"{{\s*(\w+)\s*}}")

@@ -2,7 +2,6 @@
 
 import difflib
 import functools
-import os
 from typing import Annotated, NoReturn
 
 import tyro
@@ -74,14 +73,6 @@ def whole_number(text: str) -> int:
 Count = Annotated[int, tyro.constructors.PrimitiveConstructorSpec(
     nargs=1, metavar="INT", instance_from_str=lambda args: whole_number(args[0]),
     is_instance=lambda value: isinstance(value, int), str_from_instance=lambda value: [str(value)])]
-
-
-def make_dir(path: str, what: str) -> None:
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
-        fail(f"cannot create {what} {path!r} ({reason})")
 
 
 def is_atari(env_id: str) -> bool:

@@ -14,12 +14,12 @@ emulator by tests/test_vector_envs.py):
 - 1 to 30 no-op frames at the start of a game (ale-py's pool: 0 to 29);
 - each full game's statistics (all lives, unclipped points, emulator frames) on the step it ends, in
   ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by ``infos["final_info"]["_episode"]``;
-- ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool); the native pools and ``async``
-  also step in two halves, ``step_async``/``step_wait``, as gymnasium's AsyncVectorEnv.
+- ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool).
 """
 from __future__ import annotations
 
 import functools
+import importlib.util
 import time
 from typing import Any, Literal, get_args
 
@@ -259,19 +259,14 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
 
 
 def envpool_available() -> bool:
-    try:
-        import envpool  # noqa: F401
-    except ImportError:  # the optional extra is not installed
-        return False
-    return True
+    return importlib.util.find_spec("envpool") is not None  # the optional extra
 
 
 def make_atari_vector_env(backend: str, env_id: str, num_envs: int, *, env_threads: int = 0, seed: int = 0,
                           capture_video: bool = False, video_folder: str = "videos",
                           noop_max: int = 30) -> gym.vector.VectorEnv:
-    """``num_envs`` preprocessed Atari envs on ``backend`` (the module docstring). ``env_threads``: EnvPool's C++
-    threads (0: one per core; ale-py runs one per env); ``seed``: the seed EnvPool is built with (``reset(seed=...)``
-    seeds every backend). With ``capture_video``, env 0 records its games to ``video_folder``."""
+    """``num_envs`` Atari envs on ``backend``; ``env_threads``: EnvPool's C++ threads (0: one per core; ale-py runs one
+    per env); ``seed``: EnvPool's (``reset(seed=...)`` seeds every backend); env 0 may record to ``video_folder``."""
     check_backend(backend, num_envs, capture_video=capture_video)
     if backend == "ale":
         return AleVectorEnv(env_id, num_envs, noop_max=noop_max)
