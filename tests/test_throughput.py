@@ -413,3 +413,29 @@ def test_without_envpool_the_bound_is_measured_and_the_report_leaves_the_ceiling
     results["targets"] = targets(results, args)
     assert results["targets"]
     assert "With the standard preprocessing" not in write_report(results, args, tmp_path, "testbox").read_text()
+
+
+def test_bf16_rows_run_float32_and_bf16_in_turns_and_the_report_names_the_instruction_set(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_end_to_end(backend, args, workdir, extra=(), label="", extra_env=None, attempt=1):
+        calls.append((" ".join([backend, *extra]), attempt))
+        bf16 = "--bf16" in extra
+        learn = 2.0 if bf16 else 3.0  # seconds of the update per iteration, after the first
+        return {"backend": " ".join([backend, *extra, label]), "sps": 100.0, "steady_sps": 150.0 if bf16 else 100.0,
+                "peak_rss_mib": 1.0, "steady_phases": (5 * 1024, {"env": 1.0, "inference": 1.0, "learn": 5 * learn})}
+
+    monkeypatch.setattr(throughput, "end_to_end", fake_end_to_end)
+    rows = throughput.bf16_rows("envpool", Args(num_envs=8), "/tmp")
+    pairs = [["envpool", "envpool --bf16"], ["envpool --bf16", "envpool"]]
+    assert [name for name, _ in calls] == [n for a in range(throughput.BF16_ROUNDS) for n in pairs[a % 2]]
+    assert [r["variant"] for r in rows] == ["float32", "--bf16"]
+    assert [r["learn_s_per_iteration"] for r in rows] == [3.0, 2.0]
+    results = synthetic_results(best_env16=3500.0, best_sps=700.0)
+    results["bf16"] = rows
+    results["machine"]["instruction set"] = throughput.instruction_set()
+    args = Args(env_counts=[8, 16, 32])
+    results["targets"] = targets(results, args)
+    text = write_report(results, args, tmp_path, "testbox").read_text()
+    assert "## bfloat16: `envpool` with and without `--bf16`" in text and "native bfloat16: " in text
+    assert "| --bf16 | 150 / 150 / 150 | 150 | 1.50x | 2.00 | 1.50x faster |" in text

@@ -95,6 +95,8 @@ class Args:
     e2e_repeats: int = 5
     """runs of the fastest plain backend, each between two fresh measurements of the combined bound; the end-to-end
     target is judged on the median of their ratios (a cloud VM's speed can drift 2x within minutes)"""
+    bf16: bool = True
+    """also run the fastest plain configuration with and without --bf16, in turns (the learning phase compared)"""
     loaded: bool = True
     """also run the fastest plain configuration with OpenMP workers that spin briefly, and both it and the spin with
     one busy process per core alongside: how the scripts' sleeping workers fare on a loaded machine"""
@@ -123,6 +125,7 @@ def machine() -> dict[str, Any]:
         "ale-py": ale_py.__version__,
         "gymnasium": gymnasium.__version__,
         "gpu": ", ".join(gpu.name for gpu in visible_gpus()) or "none",
+        "instruction set": instruction_set(),
         "load_average_at_start": os.getloadavg(),
     }
     if envpool_available():
@@ -130,6 +133,14 @@ def machine() -> dict[str, Any]:
 
         info["envpool"] = envpool.__version__
     return info
+
+
+def instruction_set() -> str:
+    """The CPU's vector instruction set as torch dispatches to it, and whether it has native bfloat16 (--bf16)."""
+    native = [name for name, has in (("AMX", torch.cpu._is_amx_tile_supported()),
+                                     ("AVX512-BF16", torch.cpu._is_avx512_bf16_supported())) if has]
+    return (f"{torch.backends.cpu.get_cpu_capability()}; native bfloat16: "
+            f"{', '.join(native) if native else 'none (--bf16 is emulated here)'}")
 
 
 def timed_rate(fn: Callable[[], int], seconds: float, warmup: float = 0.5) -> float:
@@ -239,7 +250,8 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
+    specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False),
+             (BF16_FORM, torch.channels_last, False)]
     if try_compile:
         specs += [("channels_last+compile", torch.channels_last, True)]
     slices = inference_slices(num_envs, plan_threads(num_envs).cores) if device.type == "cpu" else 1
@@ -253,7 +265,7 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
     forms = []
     for name, memory_format, compiled in specs:
         torch.manual_seed(0)
-        agent = in_memory_format(agent_class(_Spaces), memory_format).to(device)
+        agent = in_memory_format(agent_class(_Spaces, bf16=name == BF16_FORM), memory_format).to(device)
         if name == SLICED_FORM:  # its workers start at the first call, on 1 thread each
             agent.hidden = SlicedInference(agent.hidden, slices)
             if close is not None:
@@ -411,7 +423,7 @@ def measured_run(command: list[str], workdir: str, timeout: float = 300,
 def bounds_of(physical: float, network: list[dict[str, Any]], epochs: int) -> dict[str, Any]:
     """The compute bound of PPO from the fastest network forms (one inference and ``epochs`` training passes per
     agent step), and the combined bound: the physical env bound and the compute bound one after the other."""
-    ok = [r for r in network if "error" not in r]
+    ok = [r for r in network if "error" not in r and r["form"] != BF16_FORM]  # the bounds of CleanRL's float32
     best_inf = max(ok, key=lambda r: r["inference"])
     best_train = max((r for r in ok if r["training"] is not None), key=lambda r: r["training"])
     compute = 1 / (1 / best_inf["inference"] + epochs / best_train["training"])
@@ -514,6 +526,24 @@ def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = 
     return row
 
 
+def bf16_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
+    """``backend`` with and without ``--bf16``, ``BF16_ROUNDS`` times in turns (every other round in reverse order):
+    each row the mean of its runs, with the learning phase's seconds per iteration after the first."""
+    variants = {"float32": (), "--bf16": ("--bf16",)}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for attempt in range(1, BF16_ROUNDS + 1):
+        for name in list(variants)[:: 1 if attempt % 2 else -1]:
+            runs[name].append(end_to_end(backend, args, workdir, variants[name], label="bf16 pair", attempt=attempt))
+    rows = []
+    for name, done in runs.items():
+        row = dict(mean_row(done), variant=name)
+        if "sps" in row:
+            phases = [r["steady_phases"] for r in done if r.get("steady_phases")]
+            row["learn_s_per_iteration"] = float(np.mean([p[1]["learn"] * args.num_envs * 128 / p[0] for p in phases]))
+        rows.append(row)
+    return rows
+
+
 @contextlib.contextmanager
 def busy_cores(n: int) -> Iterator[None]:
     """``n`` processes that spin in Python while the block runs: one busy process per core is the loaded case."""
@@ -526,6 +556,8 @@ def busy_cores(n: int) -> Iterator[None]:
             proc.wait()
 
 
+BF16_FORM = "channels_last+bf16"  # the scripts' --bf16: the trunk under bfloat16 autocast
+BF16_ROUNDS = 3  # runs of each of float32 and --bf16, in turns
 SPIN = {"GOMP_SPINCOUNT": "10000"}
 """a bounded spin of torch's OpenMP workers (libgomp), for comparison with the scripts' sleeping workers"""
 
@@ -749,6 +781,28 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             own_text = f"{own:.3f} (loop: {loop['inference'] / own:.2f}x)" if own else "-"
             lines.append(f"| {k} | {fmt(row['bounds'][0])} / {fmt(row['bounds'][1])} | {fmt(steady(row))} "
                          f"| {100 * steady(row) / row['bound']:.0f}% | {phases} | {own_text} |")
+    pair = results.get("bf16", [])
+    if pair:
+        lines += [
+            "",
+            f"## bfloat16: `{pair[0]['backend'].split(' ')[0]}` with and without `--bf16`, {BF16_ROUNDS} runs each in "
+            "turns",
+            "",
+            f"Instruction set: {m.get('instruction set', 'unknown')}. Each row is the mean of its runs; learning s per "
+            "iteration: the update's seconds per iteration after the first (`perf/learn_seconds`).",
+            "",
+            "| variant | steady SPS per run | steady SPS, mean | vs float32 | learning s per iteration | vs float32 |",
+            "|---|---|---|---|---|---|",
+        ]
+        base = pair[0]
+        for row in pair:
+            if "sps" not in row:
+                lines.append(f"| {row['variant']} | failed: {row.get('error', '')} | | | | |")
+                continue
+            lines.append(f"| {row['variant']} | {' / '.join(fmt(v) for v in row['steady_runs'])} "
+                         f"| {fmt(row['steady_sps'])} | {row['steady_sps'] / base['steady_sps']:.2f}x "
+                         f"| {row['learn_s_per_iteration']:.2f} "
+                         f"| {base['learn_s_per_iteration'] / row['learn_s_per_iteration']:.2f}x faster |")
     lines += ["", "## torchrun ranks: `ppo_atari_multigpu.py`", ""]
     if results["multigpu"]:
         lines += [f"{args.num_envs} envs in all (split over the ranks), same batch; the repeated runs' backend.", "",
@@ -1002,6 +1056,10 @@ def main(args: Args) -> None:
             forms = sorted({*results["bounds"]["forms"], script_form(args.num_envs, cores)[0]})  # and the scripts'
             results["repeat_forms"] = forms
             results["repeats"] = repeated_end_to_end(plain, args, workdir, forms)
+        if args.bf16 and plain:
+            results["bf16"] = bf16_rows(plain, args, workdir)
+            for row in results["bf16"]:
+                print(f"bf16 {row}", flush=True)
         if args.loaded and plain:
             for row in loaded_rows(plain, args, workdir):
                 results["e2e"].append(row)
