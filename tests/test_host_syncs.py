@@ -79,9 +79,11 @@ def count_cli(script: str, tmp_path, extra: list[str] = ()) -> tuple[float, floa
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS)
-@pytest.mark.parametrize("minibatches, epochs", [(2, 2), (4, 1)])
-def test_script_syncs_once_per_rollout_step_never_per_minibatch(tmp_path, script, minibatches, epochs):
+@pytest.mark.parametrize("minibatches, epochs, precision", [(2, 2, "float32"), (4, 1, "float32"), (2, 2, "bf16")])
+def test_script_syncs_once_per_rollout_step_never_per_minibatch(tmp_path, script, minibatches, epochs, precision):
+    # --bf16 (the trunk under autocast, its output cast back) adds no host sync
     extra = ["--num-minibatches", str(minibatches), "--update-epochs", str(epochs)]
+    extra += ["--bf16"] * (precision == "bf16")
     per_step, per_minibatch, rest = count_cli(script, tmp_path, extra)
     assert per_step == 1
     assert per_minibatch == 0
