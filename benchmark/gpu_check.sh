@@ -3,7 +3,8 @@
 # torch/CUDA/NCCL/cuDNN versions; ppo_atari.py on cuda (train and save, SIGTERM stop, resume on cuda and with
 # --no-cuda, the eval CLI); host syncs per rollout step and minibatch; ppo_atari_multigpu.py under torchrun (1 rank
 # on nccl, 2 ranks on the one GPU, an elastic restart, a stop and resume). Then throughput: NCHW vs channels_last;
-# steady SPS of sync, ale and envpool (where installed), with --compile and with more envs; GPU utilisation.
+# steady SPS of sync, ale and envpool (where installed), with --compile and with more envs; --bf16 against float32
+# on the fastest eager run (float32, --bf16, float32 in turn); GPU utilisation.
 # One PASS/FAIL line per step; the report, gpu_<GPU name>.md and .json, goes to --out, also when the check is
 # stopped (SIGTERM or Ctrl-C: its runs are stopped, the report holds the steps so far, exit 143 or 130).
 #

@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from benchmark.lab import gpu_check
 from cleanrl_utils.evals import ppo_eval
 
-STEPS = 16
+STEPS = 17
 WHOLE_CHECK_S = 330  # on the GPU machine: install, steps and report
 # the tools call `python3`: this one
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
@@ -200,8 +200,44 @@ def test_without_envpool_its_run_is_skipped_with_a_note_not_failed(monkeypatch):
     assert [name for name, _ in ran] == ["sync", "ale"] and summary.endswith("envpool not installed: skipped")
     assert check.figures["fastest_backend"] == "ale"
     check.many_envs(time.monotonic() + 20)
-    assert [name for name, _ in ran[2:]] == ["ale_4envs", "ale_8envs"]
+    assert [name for name, _ in ran[2:]] == ["ale_8envs"]
     assert all("envpool" not in extra for _, extra in ran)
+
+
+def test_bf16_step_times_the_fastest_eager_run_in_turn_with_float32(monkeypatch, tmp_path):
+    check = gpu_check.Check(gpu_check.Args(cpu=True))
+    os.rmdir(check.workdir)
+    rate = {"ale_8envs_float32_before": 400.0, "ale_8envs_bf16": 480.0, "ale_8envs_float32_after": 200.0}
+    ran = []
+
+    def sps_run(name, end, parts, *extra, num_envs=None):
+        ran.append((name, parts, extra, num_envs))
+        row = {"config": name, "sps": 1.0, "steady_sps": rate[name], "gpu_percent": None, "cpu_percent": None,
+               "flags": list(extra), "num_envs": num_envs}
+        check.figures["sps"].append(row)
+        return row
+
+    fast = ["--vector-env", "ale"]
+    check.figures["sps"] = [
+        {"config": "sync", "steady_sps": 100.0, "flags": ["--vector-env", "sync"], "num_envs": 2},
+        {"config": "ale_8envs", "steady_sps": 300.0, "flags": fast, "num_envs": 8},
+        {"config": "ale_compile", "steady_sps": 900.0, "flags": [*fast, "--compile"], "num_envs": 2},
+    ]
+    monkeypatch.setattr(check, "sps_run", sps_run)
+    summary = check.bf16(time.monotonic() + 20)
+    # float32, --bf16, float32 of the fastest run without --compile, and nothing else changed
+    assert ran == [("ale_8envs_float32_before", 3, tuple(fast), 8), ("ale_8envs_bf16", 2, (*fast, "--bf16"), 8),
+                   ("ale_8envs_float32_after", 1, tuple(fast), 8)]
+    assert check.figures["bf16"]["ratio"] == pytest.approx(1.6)  # to the float32 runs' mean: a drift cancels
+    assert summary == ("ale_8envs: float32 400, --bf16 480, float32 200 steady SPS: --bf16 1.60x float32; "
+                       "ale_compile was faster, eager runs are timed")
+    for row in check.figures["sps"]:
+        row.update(sps=row["steady_sps"], gpu_percent=None, cpu_percent=None)
+    text = check.write(tmp_path).read_text()
+    assert "| ale_8envs_bf16 | 480 | 480 | - | - |" in text
+    assert ("bf16 against float32 on `ale_8envs` (8 envs), the rows `ale_8envs_float32_before`, `ale_8envs_bf16`, "
+            "`ale_8envs_float32_after` run in that order: --bf16 gave 1.60x the steady SPS of the float32 runs' "
+            "mean.") in text
 
 
 @pytest.mark.slow
@@ -222,7 +258,8 @@ def test_a_stopped_check_stops_its_runs_and_writes_what_it_has(tmp_path):
     report = json.loads((tmp_path / "gpu_cpu.json").read_text())
     assert report["stopped_by"] == "SIGTERM" and len(report["steps"]) == 2
     assert report["steps"][1]["summary"].startswith("stopped by SIGTERM")
-    assert "**Stopped by SIGTERM: 14 of the 16 steps did not run.**" in (tmp_path / "gpu_cpu.md").read_text()
+    stopped = f"**Stopped by SIGTERM: {STEPS - 2} of the {STEPS} steps did not run.**"
+    assert stopped in (tmp_path / "gpu_cpu.md").read_text()
     assert not [pid for pid in children if psutil.pid_exists(pid)], "runs left behind"
 
 
@@ -255,6 +292,13 @@ def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
     backends = {"sync", "ale"} | ({"envpool"} if gpu_check.envpool_installed() else set())
     assert {row["config"] for row in report["figures"]["sps"]} >= backends
     assert report["figures"]["torchrun_2"]["backend"] == "gloo"
+    # --bf16 against float32 on the fastest eager run, the path a GPU takes
+    bf16 = report["figures"]["bf16"]
+    assert bf16["config"] in {row["config"] for row in report["figures"]["sps"]} and bf16["ratio"] > 0
+    timed = [row["config"] for row in report["figures"]["sps"]][-3:]
+    assert timed == [f"{bf16['config']}_{arm}" for arm, _ in gpu_check.BF16_RUNS]
+    assert "| steady SPS: --bf16 vs float32 on the fastest eager run | PASS |" in text
+    assert f"| {bf16['config']}_bf16 |" in text and "bf16 against float32 on" in text
     assert sorted((REPO_ROOT / "docs" / "benchmarks").glob("gpu_*")) == before  # no GPU report touched
 
 

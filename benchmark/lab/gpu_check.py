@@ -43,16 +43,20 @@ BUDGET_S = 310.0
 the report: 330 s in all"""
 LIMITS: dict[str, tuple[float, float]] = {
     # correctness
-    "versions": (15, 8), "train": (18, 18), "stop": (15, 14), "resume": (14, 14), "resume_cpu": (15, 14),
-    "eval": (12, 10), "host_syncs": (14, 13), "torchrun_1": (16, 14), "torchrun_2": (18, 16), "elastic": (30, 32),
+    "versions": (15, 8), "train": (18, 16), "stop": (15, 14), "resume": (14, 12), "resume_cpu": (15, 12),
+    "eval": (12, 7), "host_syncs": (14, 11), "torchrun_1": (16, 14), "torchrun_2": (18, 16), "elastic": (30, 32),
     "stop_ranks": (30, 35),
     # throughput
-    "network": (12, 28), "backends": (24, 36), "compile": (50, 20), "many_envs": (22, 28), "gpu_use": (1, 1),
+    "network": (10, 26), "backends": (21, 36), "compile": (42, 20), "many_envs": (11, 15), "bf16": (28, 35),
+    "gpu_use": (1, 1),
 }
 """each step's time limit in seconds at the default budget, on a GPU and with --cpu (another --budget scales them
 all): a few process starts each, as a 16-core machine with one H100 or H200 takes them, or a small CPU machine the
 tiny runs of --cpu. Each column within BUDGET_S, so that every step gets its whole limit; a step past it is
-stopped and fails, and the next one starts."""
+stopped and fails, and the next one starts. The bf16 step's three runs (each like the many_envs step's one) took
+their time from that step's smaller env count (32 on a GPU, 4 with --cpu); on a GPU from the network, backends and
+compile steps too (estimates: no GPU had run the check yet), with --cpu from the network step and from steps that
+took well within their limits on a busy 2-core machine (train, resume, eval, host syncs)."""
 STOP_GRACE_S = 3.0
 """seconds a run gets between SIGTERM and SIGKILL when its step stops it (inside the step's limit)"""
 EVAL_MAX_STEPS = MAX_EPISODE_FRAMES // FRAME_SKIP
@@ -81,15 +85,18 @@ class Sizes:
     update_epochs: int
     sps_iterations: int
     """iterations of each throughput run (its steady SPS leaves out the first)"""
-    many_envs: tuple[int, int]
+    many_envs: tuple[int, ...]
     """the larger env counts timed on the fastest backend"""
     long_iterations: int
     """iterations of a run that is stopped or killed after its first checkpoint"""
     network_seconds: float
 
 
-GPU_SIZES = Sizes(8, 128, 4, 4, 3, (32, 64), 12, 1.0)
-CPU_SIZES = Sizes(2, 16, 2, 1, 2, (4, 8), 8, 0.1)
+GPU_SIZES = Sizes(8, 128, 4, 4, 3, (64,), 12, 0.6)
+CPU_SIZES = Sizes(2, 16, 2, 1, 2, (8,), 8, 0.1)
+BF16_RUNS = (("float32_before", ()), ("bf16", ("--bf16",)), ("float32_after", ()))
+"""the bf16 step's runs of one configuration, in this order: --bf16 is judged against the mean of the float32 runs
+around it, so that a drift of the machine's speed cancels"""
 
 
 class StepFailed(Exception):
@@ -184,6 +191,7 @@ class Check:
             ("steady SPS: sync, ale, envpool", "backends", self.backends),
             ("steady SPS: --compile", "compile", self.compiled),
             ("steady SPS: more envs on the fastest backend", "many_envs", self.many_envs),
+            ("steady SPS: --bf16 vs float32 on the fastest eager run", "bf16", self.bf16),
             ("GPU utilisation during the fastest run", "gpu_use", self.gpu_use),
         ]
 
@@ -461,7 +469,8 @@ class Check:
         sps, steady = logged_sps(str(self.workdir / runs))
         expect(m.returncode == 0 and sps is not None, f"{name}: exit {m.returncode}: {last_line(m.output)}")
         row = {"config": name, "sps": sps, "steady_sps": steady or sps, "gpu_percent": m.gpu_percent,
-               "gpu_percents": m.gpu_percents, "cpu_percent": m.machine_cpu_percent, "wall_s": m.wall_s}
+               "gpu_percents": m.gpu_percents, "cpu_percent": m.machine_cpu_percent, "wall_s": m.wall_s,
+               "flags": list(extra), "num_envs": num_envs or self.sizes.num_envs}
         self.figures.setdefault("sps", []).append(row)
         return row
 
@@ -492,6 +501,26 @@ class Check:
         rows = [self.sps_run(f"{backend}_{n}envs", end, len(counts) - i, *self.backend_flags(backend), num_envs=n)
                 for i, n in enumerate(counts)]
         return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
+
+    def bf16(self, end: float) -> str:
+        """The fastest eager run so far again, as float32, with --bf16 and as float32 (``BF16_RUNS``). Eager: a
+        --compile run would spend most of the step compiling, three times."""
+        rows = list(self.figures.get("sps", []))
+        eager = [r for r in rows if "--compile" not in r["flags"]]
+        expect(bool(eager), "no eager throughput run to take the configuration from")
+        fastest = max(eager, key=lambda r: r["steady_sps"])
+        compiled = [r for r in rows if "--compile" in r["flags"] and r["steady_sps"] > fastest["steady_sps"]]
+        config, flags, num_envs = fastest["config"], fastest["flags"], fastest["num_envs"]
+        runs = {arm: self.sps_run(f"{config}_{arm}", end, len(BF16_RUNS) - i, *flags, *extra, num_envs=num_envs)
+                for i, (arm, extra) in enumerate(BF16_RUNS)}
+        float32 = [runs[arm]["steady_sps"] for arm in ("float32_before", "float32_after")]
+        bf16 = runs["bf16"]["steady_sps"]
+        ratio = bf16 / (sum(float32) / 2)
+        self.figures["bf16"] = {"config": config, "flags": flags, "num_envs": num_envs, "rows": list(runs),
+                                "float32_steady_sps": float32, "bf16_steady_sps": bf16, "ratio": ratio}
+        note = f"; {compiled[0]['config']} was faster, eager runs are timed" if compiled else ""
+        return (f"{config}: float32 {float32[0]:,.0f}, --bf16 {bf16:,.0f}, float32 {float32[1]:,.0f} steady SPS: "
+                f"--bf16 {ratio:.2f}x float32{note}")
 
     def gpu_use(self, end: float) -> str:
         rows = self.figures.get("sps", [])
@@ -541,6 +570,11 @@ class Check:
                 gpu = "-" if r["gpu_percent"] is None else f"{r['gpu_percent']:.0f}"
                 cpu = "-" if r["cpu_percent"] is None else f"{r['cpu_percent']:.0f}"
                 lines.append(f"| {r['config']} | {r['sps']:,.0f} | {r['steady_sps']:,.0f} | {gpu} | {cpu} |")
+        if self.figures.get("bf16"):
+            b = self.figures["bf16"]
+            rows = ", ".join(f"`{b['config']}_{arm}`" for arm in b["rows"])
+            lines += ["", f"bf16 against float32 on `{b['config']}` ({b['num_envs']} envs), the rows {rows} run in "
+                      f"that order: --bf16 gave {b['ratio']:.2f}x the steady SPS of the float32 runs' mean."]
         lines += ["", "```", self.figures.get("nvidia_smi", "").strip() or "(no nvidia-smi)", "```", ""]
         path = out_dir / f"gpu_{name}.md"
         path.write_text("\n".join(lines))
