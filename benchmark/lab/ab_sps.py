@@ -40,6 +40,16 @@ def steady_sps(runs_dir: str) -> float:
     return (events[-1].step - events[0].step) / (events[-1].wall_time - events[0].wall_time)
 
 
+def learn_seconds(runs_dir: str) -> float | None:
+    """The update's median seconds per iteration after the first (`perf/learn_seconds`), if the script logs it."""
+    run = os.path.join(runs_dir, os.listdir(runs_dir)[0])
+    acc = EventAccumulator(run, size_guidance={"scalars": 0})
+    acc.Reload()
+    if "perf/learn_seconds" not in acc.Tags()["scalars"]:
+        return None
+    return statistics.median(e.value for e in acc.Scalars("perf/learn_seconds")[1:])
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -52,6 +62,7 @@ def main() -> int:
     args = tyro.cli(Args)
     named = [v.split("=", 1) for v in args.variants]
     results: dict[str, list[float]] = {name: [] for name, _ in named}
+    learn: dict[str, list[float]] = {name: [] for name, _ in named}
     for r in range(args.rounds):
         order = named if r % 2 == 0 else named[::-1]
         for name, command in order:
@@ -62,13 +73,18 @@ def main() -> int:
                     print(f"error: {name} failed: {done.stderr[-2000:]}", file=sys.stderr)
                     return 1
                 results[name].append(steady_sps(runs))
+                seconds = learn_seconds(runs)
+                if seconds is not None:
+                    learn[name].append(seconds)
             print(f"round {r + 1}: {name}: {results[name][-1]:.0f} SPS", flush=True)
     ref = results[named[0][0]]
     print(f"\n{cpu_name()}, {os.cpu_count()} cores; common flags: {shlex.join(args.common)}")
-    print("| variant | steady SPS per round | median ratio to the first |\n|---|---|---|")
+    print("| variant | steady SPS per round | median ratio to the first | update s per iteration (median) |\n"
+          "|---|---|---|---|")
     for name, values in results.items():
         ratio = statistics.median(v / w for v, w in zip(values, ref))
-        print(f"| {name} | {' / '.join(f'{v:.0f}' for v in values)} | {ratio:.3f} |")
+        update = f"{statistics.median(learn[name]):.2f}" if learn[name] else "not logged"
+        print(f"| {name} | {' / '.join(f'{v:.0f}' for v in values)} | {ratio:.3f} | {update} |")
     return 0
 
 
