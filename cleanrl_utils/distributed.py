@@ -366,21 +366,6 @@ def mean_over_ranks(x: torch.Tensor, world_size: int) -> torch.Tensor:
     return total / world_size
 
 
-def explained_variance(fits: list) -> float:
-    """1 - Var(returns - values) / Var(returns) over the batches of all ranks, from each rank's (count, mean and
-    variance of its returns, mean and variance of its value errors): the variances pooled, not every value gathered."""
-
-    def pooled(k: int) -> float:  # k = 1: the returns, k = 3: the errors
-        if len(fits) == 1:
-            return fits[0][k + 1]
-        n = sum(f[0] for f in fits)
-        mean = sum(f[0] * f[k] for f in fits) / n
-        return sum(f[0] * (f[k + 1] + (f[k] - mean) ** 2) for f in fits) / n
-
-    var_y = pooled(1)
-    return np.nan if var_y == 0 else 1 - pooled(3) / var_y
-
-
 def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
 

@@ -140,23 +140,6 @@ def test_two_rank_update_makes_no_host_sync_per_minibatch(tmp_path):
     assert EPOCHS > 1  # several epochs of minibatches ran
 
 
-def test_explained_variance_of_all_ranks_from_their_moments():
-    from cleanrl_utils.distributed import explained_variance
-
-    rng = np.random.default_rng(0)
-    y_pred, y_true = rng.normal(size=(2, 64)).astype(np.float32)
-    y_true = y_true * 3 + 1
-
-    def fit(p, t):
-        return len(t), np.mean(t), np.var(t), np.mean(t - p), np.var(t - p)
-
-    whole = 1 - np.var(y_true - y_pred) / np.var(y_true)
-    assert explained_variance([fit(y_pred, y_true)]) == whole  # one rank: exactly the single-process value
-    halves = [fit(y_pred[:40], y_true[:40]), fit(y_pred[40:], y_true[40:])]
-    assert explained_variance(halves) == pytest.approx(whole, rel=1e-5)
-    assert np.isnan(explained_variance([fit(y_pred, np.ones(64, np.float32))]))
-
-
 def test_calls_from_outside_the_script_count_as_outside():
     count = SyncCount(str(REPO_ROOT / SCRIPTS[0]), loop_lines(str(REPO_ROOT / SCRIPTS[0])))
     with HostSyncCounter(count):
