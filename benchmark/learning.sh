@@ -11,6 +11,8 @@
 # run keeps its checkpoint under runs/learning/ and resumes from it when this script is started again; the
 # report is rebuilt from whatever has finished.
 #
+# bf16: `--profile bf16`, envpool with and without --bf16, seeds 1 and 2 each, 500k steps (docs/results_bf16.md).
+#
 # full: CleanRL's benchmark (Breakout, Pong, BeamRider; 10M steps; 3 seeds) is a cluster's job. Each of its runs
 # is one line of `python -m benchmark.lab.learning commands --profile full`; as a Slurm job array through the
 # runner (one GPU per task), one backend at a time:
@@ -21,7 +23,9 @@
 set -euo pipefail
 HELP_MODULE=benchmark.lab.learning source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
+profile=()  # the report of the profile that ran
+for ((i = 1; i <= $#; i++)); do [[ "${!i}" == --profile ]] && j=$((i + 1)) && profile=(--profile "${!j}"); done
 status=0
 python -m benchmark.lab.learning run "$@" || status=$?
-python -m benchmark.lab.learning report
+python -m benchmark.lab.learning report "${profile[@]}"
 exit "$status"

@@ -571,7 +571,7 @@ def report(args: Args) -> int:
         GENERATED_START,
         f"Profile `{args.profile}`: {ENV_ID}, {total:,} steps per run, CleanRL's hyperparameters (8 envs x 128 "
         f"steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). Rebuilt by `python -m benchmark.lab.learning "
-        f"report` from the committed exports in `{args.results_dir}/{args.profile}/`.",
+        f"report{'' if args.profile == 'quick' else ' --profile ' + args.profile}` from the committed exports in `{args.results_dir}/{args.profile}/`.",
         "",
         f"![return vs steps and vs wall time]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
         "",
