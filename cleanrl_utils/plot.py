@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tyro
 
-from cleanrl_utils.runs import make_dir
+from cleanrl_utils.launch.runs import make_dir
 from cleanrl_utils.validation import fail
 
 

@@ -221,7 +221,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     refused = [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]
     if refused:
         fail(f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
-             "new run with another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name; what may "
+             "new run with another --run-name (in a cleanrl_utils.launch.benchmark sweep: another --exp-name; what may "
              "change on a resume is listed under --resume in --help)")
     for _, note in changed:  # each a flag that a resume may change
         print(f"note: resuming with {note}", flush=True)
@@ -229,7 +229,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     if iteration >= total // batch_size:
         print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
               "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
-              "cleanrl_utils.benchmark sweep, another --exp-name)", flush=True)
+              "cleanrl_utils.launch.benchmark sweep, another --exp-name)", flush=True)
         sys.exit(0)
     old_total = stored.get("total_timesteps", total)
     if args.anneal_lr and old_total != total:  # the learning rate now anneals to 0 at the new total

@@ -19,7 +19,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("plot")
     command = (f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'} --total-timesteps 512 --num-envs 2 "
                "--num-steps 64 --no-progress-bar --runs-dir runs")
-    res = run_script(["cleanrl_utils/benchmark.py", "--env-ids", "CartPole-v1", "--num-seeds", "2", "--workers", "2",
+    res = run_script(["cleanrl_utils/launch/benchmark.py", "--env-ids", "CartPole-v1", "--num-seeds", "2", "--workers", "2",
                       "--command", command], cwd=root, timeout=400)
     assert res.returncode == 0, res.stderr
     return root / "runs"

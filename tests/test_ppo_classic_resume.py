@@ -13,7 +13,7 @@ import pytest
 import torch
 from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_script, stop_after
 
-from cleanrl_utils.runs import supports_resume, sweep_run_of
+from cleanrl_utils.launch.runs import supports_resume, sweep_run_of
 
 SCRIPT = "cleanrl/ppo.py"
 FAST = {"OMP_NUM_THREADS": "1"}

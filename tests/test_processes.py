@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from cleanrl_utils.processes import stop_process_groups
+from cleanrl_utils.launch.processes import stop_process_groups
 
 # the child keeps working for a moment after SIGTERM (a training run saving its checkpoint), then writes its last line
 CHILD = (

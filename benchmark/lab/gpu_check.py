@@ -29,7 +29,7 @@ import psutil
 import tyro
 
 from benchmark.lab.measured import DEVICES_EXPR, REPO, Gpu, Measured, gpus_from, repo_env, run_measured
-from cleanrl_utils.processes import stop_process_groups
+from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.vector_envs import FRAME_SKIP, MAX_EPISODE_FRAMES
 
 SCRIPT = "cleanrl/ppo_atari.py"

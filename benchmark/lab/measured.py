@@ -21,7 +21,7 @@ import numpy as np
 import psutil
 
 from benchmark.lab.placement import usable_cores
-from cleanrl_utils.processes import TERMINATE_GRACE_S, own_group, stop_process_groups
+from cleanrl_utils.launch.processes import TERMINATE_GRACE_S, own_group, stop_process_groups
 
 REPO = Path(__file__).resolve().parents[2]  # the repository: benchmark/lab/ is two folders down
 GPU_QUERY_TIMEOUT_S = 5.0

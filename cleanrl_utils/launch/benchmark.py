@@ -6,11 +6,11 @@ on Slurm), the grid skips the runs that are complete and continues the cut ones 
 (docs/cluster.md).
 
     # print the commands
-    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
+    python -m cleanrl_utils.launch.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
     # run them 4 at a time, one log file per run under benchmark_logs/
-    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
+    python -m cleanrl_utils.launch.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
     # render a job-array sbatch script (and submit it with sbatch because --workers > 0)
-    python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
+    python -m cleanrl_utils.launch.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
         --slurm-template-path benchmark/slurm_gpu.template --workers 1
 """
 
@@ -28,10 +28,10 @@ from typing import TextIO
 
 import tyro
 
-from cleanrl_utils import slurm
-from cleanrl_utils.nodes import is_python
-from cleanrl_utils.processes import stop_process_groups
-from cleanrl_utils.runs import make_dir, sweep_run_of
+from cleanrl_utils.launch import slurm
+from cleanrl_utils.launch.nodes import is_python
+from cleanrl_utils.launch.processes import stop_process_groups
+from cleanrl_utils.launch.runs import make_dir, sweep_run_of
 from cleanrl_utils.validation import fail
 
 # How many lines of a failed run's log the runner prints.
@@ -179,7 +179,7 @@ def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
 
 
 def render_slurm(template: str, args: Args, job_name: str) -> str:
-    """Fill an sbatch template (see cleanrl_utils/slurm.py); the one-GPU template also runs the command as typed
+    """Fill an sbatch template (see cleanrl_utils/launch/slurm.py); the one-GPU template also runs the command as typed
     by `--slurm-ntasks` tasks."""
     values = {
         **slurm.template_values(slurm_job(args, job_name)),

@@ -1,10 +1,10 @@
 """Slurm job arrays from sbatch templates: the one path behind both the runner's
-`python -m cleanrl_utils.benchmark --slurm-template-path benchmark/slurm_multinode.template` and
-`cleanrl_utils/submit_exp.py --provider slurm`.
+`python -m cleanrl_utils.launch.benchmark --slurm-template-path benchmark/slurm_multinode.template` and
+`cleanrl_utils/launch/submit_exp.py --provider slurm`.
 
 A template's `{{name}}` placeholders are filled from one `ArrayJob`; a line whose placeholder has no value is left
 out, so one template serves clusters with and without a setting (partition, GPUs, memory, time, ...). The
-multi-node template runs the per-node script of `cleanrl_utils/nodes.py` (one torchrun per node, c10d rendezvous
+multi-node template runs the per-node script of `cleanrl_utils/launch/nodes.py` (one torchrun per node, c10d rendezvous
 on the first node) once per array task, i.e. per seed, or per env id and seed.
 
 Jobs survive preemption and time limits: they are requeueable (`--requeue`, a preempted or failed node's task goes
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from cleanrl_utils.nodes import node_command, slurm_node_vars, torch_launcher
-from cleanrl_utils.runs import make_dir
+from cleanrl_utils.launch.nodes import node_command, slurm_node_vars, torch_launcher
+from cleanrl_utils.launch.runs import make_dir
 from cleanrl_utils.validation import fail
 
-MULTINODE_TEMPLATE = Path(__file__).resolve().parent.parent / "benchmark" / "slurm_multinode.template"
+MULTINODE_TEMPLATE = Path(__file__).resolve().parents[2] / "benchmark" / "slurm_multinode.template"
 PLACEHOLDER = re.compile(r"{{\s*(\w+)\s*}}")
 
 

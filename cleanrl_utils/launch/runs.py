@@ -46,7 +46,7 @@ def supports_resume(script: str) -> bool:
     """Whether a training script continues runs (`--run-name NAME --resume auto`): it starts through
     `cleanrl_utils.resume.start_run`. A relative path is looked up here, then in this repository (a job's
     working folder may be another)."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for path in (script, os.path.join(repo, script)):
         try:
             with open(path) as f:
@@ -60,7 +60,7 @@ def check_script_flags(script: str, flags: Sequence[str]) -> None:
     """The flags of a command `python SCRIPT FLAGS`, parsed here by the script's own `Args` and range- and env-id-checked
     as the script checks them, before anything is submitted: a bad flag is one error line now, not a failed job on a
     cluster. A script that is not found here, or has no `Args` dataclass and `__main__` block, is left to the cluster."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = next((p for p in (script, os.path.join(repo, script)) if os.path.isfile(p)), None)
     source = open(path).read() if path else ""
     if "\nclass Args" not in source or 'if __name__ == "__main__":' not in source:
