@@ -27,8 +27,9 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks, open_run
-from cleanrl_utils.distributed import print_launch_notes, rank_lifetime, read_dist_env, resolve_device, resolve_sizes
+from cleanrl_utils.distributed import decided_on_rank0, end_rank, gather_to_all, init_distributed, mean_over_ranks
+from cleanrl_utils.distributed import open_run, print_launch_notes, rank_lifetime, read_dist_env, resolve_device
+from cleanrl_utils.distributed import resolve_sizes
 from cleanrl_utils.distributed import resolve_run_name, restart_count, restore_rng, resume_command, start_run
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
@@ -351,11 +352,9 @@ if __name__ == "__main__":
         print_launch_notes(info)
     if args.cuda and device.type == "cpu" and rank0:
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
-    native_bf16 = cuda_bf16 or device.type == "cpu" and torch.cpu._is_avx512_bf16_supported()  # AMX CPUs have it too
-    if args.bf16 and not native_bf16 and rank0:
-        print(f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
-              "than float32 here", flush=True)
+    native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    if args.bf16 and not native_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
+        print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     steps = args.num_iterations * args.batch_size  # rounded down to whole batches
     if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps and rank0:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
@@ -501,4 +500,4 @@ if __name__ == "__main__":
         print(f"model saved to {model_path}", flush=True)
     if info.world_size > 1:
         dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
-    sys.exit(128 + stop.requested if stop.requested else 0)
+    end_rank(128 + stop.requested if stop.requested else 0)  # closes, leaves the group, exits (distributed.py)

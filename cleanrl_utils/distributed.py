@@ -421,3 +421,11 @@ def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(exit_code)
+
+
+def end_rank(exit_code: int) -> NoReturn:
+    """The normal end of a rank: the exit handlers run now (`rank_lifetime`'s closing and leaving the group, W&B's),
+    then `leave` skips the interpreter's teardown, for the same reason: C++ objects destroyed there while a gloo or
+    store thread still runs abort a finished run with SIGABRT ("terminate called without an active exception")."""
+    atexit._run_exitfuncs()
+    leave(exit_code, None)

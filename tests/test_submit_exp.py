@@ -270,6 +270,20 @@ TINY_MULTIGPU = (
 )
 
 
+def why_it_failed(output: str) -> str:
+    """A failed multi-node run's first lines, then the lines that say why (an abort's message, Python's fault
+    handler, errors, exit codes) last, where a cut log still shows them."""
+    lines = output.splitlines()
+    why = [line for line in lines if re.search(r"terminate called|what\(\)|Fatal Python|Thread 0x|File \"/(?!.*"
+                                                 r"site-packages/torch/distributed)|error|exit code", line)]
+    return "\n".join([*lines[:30], "...", *why[-60:]])
+
+
+def with_fault_handler() -> dict[str, str]:
+    """Our environment, with Python's fault handler on: a rank that aborts prints where each of its threads was."""
+    return {**os.environ, "PYTHONFAULTHANDLER": "1"}
+
+
 def assert_two_rank_runs(runs_dir: Path, seeds: tuple[int, ...], output: str) -> None:
     runs = sorted(p for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.exists() else []
     assert [r.name.split("__")[2] for r in runs] == [str(s) for s in seeds], (runs, output[-4000:])
@@ -285,9 +299,10 @@ def test_local_provider_runs_two_simulated_nodes(tmp_path):
         ["--provider", "local", "--num-nodes", "2", "--instance-type", "c5.12xlarge",
          "--command", f"{TINY_MULTIGPU} --runs-dir {runs}"],
         tmp_path,
+        env=with_fault_handler(),
         timeout=300,
     )
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr
+    assert res.returncode == 0, why_it_failed(res.stdout + res.stderr)
     assert "seed 1: node exit codes [0, 0]" in res.stdout
     assert "[seed 1 node 0]" in res.stdout and "[seed 1 node 1]" in res.stdout
     assert_two_rank_runs(runs, (1,), res.stdout)
@@ -302,7 +317,7 @@ def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
     command = TINY_MULTIGPU.replace("--total-timesteps 64", f"--total-timesteps {iterations * 64}")
     proc = start_script(
         [str(REPO_ROOT / SUBMIT), "--provider", "local", "--num-nodes", "2", "--num-retries", "1", "--command",
-         f"{command} --runs-dir {runs} --checkpoint-interval 1"], tmp_path, log)
+         f"{command} --runs-dir {runs} --checkpoint-interval 1"], tmp_path, log, env=with_fault_handler())
     try:
         wait_for(log, "checkpoint: iteration 2,", proc, timeout=300)
         node1 = [p for p in psutil.Process(proc.pid).children()
@@ -314,7 +329,7 @@ def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
         if proc.poll() is None:
             proc.kill()
     output = log.read_text()
-    assert code == 0, output[-4000:]
+    assert code == 0, why_it_failed(output)
     assert re.search(r"seed 1: node exit codes \[-?\d+, -9\]", output) and "seed 1: retry 1 of 1" in output, output
     resumed = re.search(r"resuming from iteration (\d+) \(global step (\d+)\)", output)
     assert resumed and 2 <= int(resumed[1]) < iterations, output[-4000:]
