@@ -237,9 +237,8 @@ if __name__ == "__main__":
     run_dir, ckpt = open_run(args, run_name, state, __file__, ckpt=ckpt)  # the run folder is made here
     start_iteration, global_step, recent_returns = 0, 0, deque(maxlen=20)
     if ckpt is not None:
-        load_state(state, ckpt)
-        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
-        recent_returns.extend(ckpt["recent_returns"])
+        start_iteration, global_step, returns = load_state(state, ckpt)
+        recent_returns.extend(returns)
         restore_rng(ckpt, device)
 
     device_text = f"cuda ({torch.cuda.get_device_name(device)})" if cuda else "cpu"
@@ -260,8 +259,7 @@ if __name__ == "__main__":
         import wandb
 
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                   save_code=True)  # fmt: skip
+                   id=run_name, resume="allow", sync_tensorboard=True, monitor_gym=True, save_code=True)
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
     writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
     table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])

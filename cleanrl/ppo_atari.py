@@ -265,7 +265,6 @@ if __name__ == "__main__":
         envs = make_atari_vector_env(args.vector_env, args.env_id, args.num_envs, env_threads=env_threads,
                                      seed=args.seed, capture_video=args.capture_video,
                                      video_folder=os.path.join(args.runs_dir, run_name, "videos"))
-    resume = resume_command(args, run_name)  # the command line that continues this run
     agent = Agent(envs, bf16=args.bf16).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
         agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
@@ -279,9 +278,7 @@ if __name__ == "__main__":
     run_dir, ckpt = open_run(args, run_name, state, __file__, ckpt=ckpt)  # the run folder is made here
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
-        load_state(state, ckpt)
-        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
-        recent_returns = ckpt["recent_returns"]
+        start_iteration, global_step, recent_returns = load_state(state, ckpt)
         restore_rng(ckpt, device)
 
     envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
@@ -293,17 +290,15 @@ if __name__ == "__main__":
     native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
     if args.bf16 and not native_bf16:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
-    steps = args.num_iterations * args.batch_size  # rounded down to whole batches
-    if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps:
+    if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-              f"runs {steps} steps", flush=True)
+              f"runs {args.num_iterations * args.batch_size} steps", flush=True)
     if ckpt is not None:
         print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
     if args.track:
         import wandb
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                   save_code=True)  # fmt: skip
+                   id=run_name, resume="allow", sync_tensorboard=True, monitor_gym=True, save_code=True)
     from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU
 
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
@@ -420,8 +415,8 @@ if __name__ == "__main__":
     envs.close()
     writer.close()
     if stop.requested:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
-              file=sys.stderr, flush=True)
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+              f"{resume_command(args, run_name)}", file=sys.stderr, flush=True)
     if args.save_model:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)

@@ -335,9 +335,7 @@ if __name__ == "__main__":
     run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)  # rank 0
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
-        load_state(state, ckpt)
-        start_iteration, global_step = ckpt["iteration"], ckpt["global_step"]
-        recent_returns = ckpt["recent_returns"]
+        start_iteration, global_step, recent_returns = load_state(state, ckpt)
         restore_rng(ckpt, info, args.seed, device)
     for param in agent.parameters() if info.world_size > 1 else []:  # identical start: rank 0's parameters
         dist.broadcast(param.data, src=0)
@@ -355,18 +353,16 @@ if __name__ == "__main__":
     native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
     if args.bf16 and not native_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
-    steps = args.num_iterations * args.batch_size  # rounded down to whole batches
-    if ckpt is None and args.total_timesteps - steps > 0.01 * args.total_timesteps and rank0:
+    if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps and rank0:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-              f"runs {steps} steps", flush=True)
+              f"runs {args.num_iterations * args.batch_size} steps", flush=True)
     if ckpt is not None and rank0:
         again = f" (torchrun restart {restart})" if restart else ""
         print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
     if args.track and rank0:
         import wandb
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name.replace("/", "-"), resume="allow", sync_tensorboard=True, monitor_gym=True,
-                   save_code=True)  # fmt: skip
+                   id=run_name, resume="allow", sync_tensorboard=True, monitor_gym=True, save_code=True)
     if rank0:
         from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU
 
@@ -492,8 +488,8 @@ if __name__ == "__main__":
 
     progress.close()
     if stop.requested and rank0:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}",
-              file=sys.stderr, flush=True)
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+              f"{resume_command(args, run_name, info)}", file=sys.stderr, flush=True)
     if args.save_model and rank0:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)

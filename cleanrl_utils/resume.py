@@ -142,13 +142,15 @@ def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict
     return ckpt
 
 
-def load_state(state: dict[str, Any], ckpt: dict) -> None:
-    """Every entry of the script's `state` back from the checkpoint (networks before optimizers)."""
+def load_state(state: dict[str, Any], ckpt: dict) -> tuple[int, int, list[float]]:
+    """Every entry of the script's `state` back from the checkpoint (networks before optimizers); returns where the
+    run stopped: its iteration, global step and recent returns."""
     for key, value in sorted(state.items(), key=lambda kv: isinstance(kv[1], torch.optim.Optimizer)):
         if isinstance(value, torch.Tensor):
             value.copy_(ckpt["state"][key])
         else:
             value.load_state_dict(ckpt["state"][key])
+    return ckpt["iteration"], ckpt["global_step"], ckpt["recent_returns"]
 
 
 def flag_text(field: str, value) -> str:

@@ -40,7 +40,7 @@ class RND(nn.Module):
     novelty_scale = torch.ones(1, device=device)  # a running mean of the novelty, to normalise it
     state.update(rnd=rnd, rnd_optimizer=rnd_optimizer, novelty_scale=novelty_scale)
 '''),
-    ("        load_state(state, ckpt)\n", '''        print(f"restored rnd {rnd.predictor[1].weight.sum().item():.6f} scale {novelty_scale.item():.6f}")
+    ("        start_iteration, global_step, recent_returns = load_state(state, ckpt)\n", '''        print(f"restored rnd {rnd.predictor[1].weight.sum().item():.6f} scale {novelty_scale.item():.6f}")
 '''),
     ("            rewards[step] = host_reward.to(device, non_blocking=True)\n", '''            with torch.no_grad():
                 novelty = rnd(next_obs)
