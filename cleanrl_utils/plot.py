@@ -23,7 +23,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils.launch.runs import make_dir
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import check_name, fail
 
 
 @dataclass
@@ -292,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                         ("num-points", args.num_points)):
         if value <= 0:
             fail(f"--{name} must be positive, got {value}")
+    for name in args.exp_names:  # a run's exp name is a folder name: another can match no run
+        check_name("--exp-names", name)
     unknown = [f for f in args.formats if f not in ("png", "svg", "pdf")]
     if unknown or not args.formats:
         fail(f"--formats takes png, svg and/or pdf, got {' '.join(args.formats) or 'nothing'}")

@@ -43,10 +43,10 @@ def check_ranges(args) -> None:
                  f"(at most {MAX_THREADS}; 0 picks the cores this process may use)")
 
 
-def check_name(flag: str, name: str) -> None:
+def check_name(flag: str, name: str, why: str = "a run is one folder inside --runs-dir") -> None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or name != name.strip():
-        fail(f"{flag} {name!r} is not a folder name: a run is one folder inside --runs-dir, so give a name without "
-             "'/', '\\' or surrounding spaces, and not '.' or '..'")
+        fail(f"{flag} {name!r} is not a folder name: {why}, so give a name without '/', '\\' or surrounding "
+             "spaces, and not '.' or '..'")
 
 
 def check_extras(capture_video: bool = False, track: bool = False) -> None:

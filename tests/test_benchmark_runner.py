@@ -107,6 +107,35 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         assert_one_line_error(run_script([BENCHMARK, *argv], cwd=tmp_path, timeout=60), message)
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--command", f"{PPO} --exp-name a/b"], "--exp-name 'a/b' is not a folder name: a run is one folder inside"),
+    (["--command", f"{PPO} --exp-name=../x"], "--exp-name '../x' is not a folder name"),
+    (["--command", f"{PPO} --exp-name .."], "--exp-name '..' is not a folder name"),
+    (["--command", f"{PPO} --run-name x"], "--command must not set --run-name: each run is named"),
+    (["--command", f"{PPO} --seed 3"], "--command must not set --seed"),
+    (["--command", f"{PPO} --env-id=Acrobot-v1"], "--command must not set --env-id: the env ids come from --env-ids"),
+    (["--command", "./train.sh --run-name ../../x"], "--run-name '../../x' is not a folder name"),
+    (["--command", PPO, "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
+      "--slurm-job-name", "../../x"], "--slurm-job-name '../../x' is not a folder name: it names the sbatch script"),
+])
+def test_names_are_one_folder_name_before_anything_starts(tmp_path, argv, message):
+    """The runner applies the scripts' name rule itself, to the names its runs and files are named after (the
+    command's --exp-name and --run-name, the Slurm job name), and refuses the flags it adds to every run: one line,
+    and nothing is run or written."""
+    for workers in ("0", "1"):
+        res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "--num-seeds", "1", "--workers", workers, *argv],
+                         cwd=tmp_path, timeout=60)
+        assert_one_line_error(res, message)
+        assert not res.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
+    res = run_script([BENCHMARK, "--env-ids", "ALE/Breakout-v5", "--num-seeds", "1", "--command",
+                      "python cleanrl/ppo_atari.py --exp-name=wide"], cwd=tmp_path, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("--run-name ")[1].split()[0] == "ALE-Breakout-v5__wide__1"
+
+
 def test_ctrl_c_stops_every_run_and_exits_nonzero(tmp_path):
     # each run records its pid and torch thread count, then sleeps far longer than the test
     sleeper = (f"{sys.executable} -c \"import os,sys,time; open('pid_'+sys.argv[-1],'w').write("

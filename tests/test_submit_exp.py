@@ -262,6 +262,27 @@ def test_bad_input_gives_one_line_error(tmp_path, args, message):
     assert message in one_error_line(run_submit([*args, "--dry-run"], tmp_path))
 
 
+@pytest.mark.parametrize("command, message", [
+    ("python cleanrl/ppo_atari.py --exp-name=../x", "--exp-name '../x' is not a folder name: a run is one folder"),
+    ("python cleanrl/ppo_atari.py --exp-name ' x'", "--exp-name ' x' is not a folder name"),
+    ("python cleanrl/ppo_atari.py --run-name=a/b", "must not set --run-name"),
+    # not checked by its Args here (a module, or a script only the cluster's image has), the names still are
+    ("python -m cleanrl.ppo_atari --exp-name a/b", "--exp-name 'a/b' is not a folder name"),
+    ("python /opt/image/ppo_atari.py --exp-name ..", "--exp-name '..' is not a folder name"),
+])
+@pytest.mark.parametrize("provider", ["aws", "local", "slurm"])
+def test_names_are_one_folder_name_before_anything_is_submitted(tmp_path, command, message, provider):
+    res = run_submit(["--command", command, "--provider", provider, "--dry-run"], tmp_path)
+    assert message in one_error_line(res) and not res.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
+    res = run_submit(["--command", "python cleanrl/ppo_atari.py --exp-name=wide --env-id=PongNoFrameskip-v4",
+                      "--provider", "slurm", "--dry-run"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "run_names=(PongNoFrameskip-v4__wide__1)" in res.stdout
+
+
 # a tiny but real multi-node training run: each of the 2 ranks steps 1 env for 32 steps, so the global batch is 64
 # and --total-timesteps 64 makes exactly one update, logged at global step 64 (a single rank would log 32 and 64)
 TINY_MULTIGPU = (

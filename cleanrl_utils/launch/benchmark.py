@@ -31,8 +31,8 @@ import tyro
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import is_python
 from cleanrl_utils.launch.processes import stop_process_groups
-from cleanrl_utils.launch.runs import make_dir, sweep_run_of
-from cleanrl_utils.validation import fail
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, make_dir, sweep_run_of
+from cleanrl_utils.validation import check_name, fail
 
 # How many lines of a failed run's log the runner prints.
 LOG_TAIL_LINES = 15
@@ -128,9 +128,15 @@ def check_args(args: Args) -> None:
     if not args.command.strip():
         fail('no command: pass the run to repeat, e.g. --command "python cleanrl/ppo.py"')
     try:
-        shlex.split(args.command)
+        tokens = shlex.split(args.command)
     except ValueError as exc:
         fail(f"--command is not valid shell syntax ({exc}): {args.command}")
+    added = {"--env-id": "the env ids come from --env-ids", "--seed": SWEEP_FLAGS["--seed"]}
+    if sweep_run_of(tokens, args.env_ids[0], args.start_seed) is not None:
+        added = {**added, **SWEEP_FLAGS}  # the runner names the runs and continues them too
+    check_command(tokens, added)
+    if args.slurm_job_name is not None:
+        check_name("--slurm-job-name", args.slurm_job_name, "it names the sbatch script inside --log-dir")
     if args.num_seeds <= 0:
         fail(f"--num-seeds must be positive, got {args.num_seeds}")
     if args.workers < 0:

@@ -27,8 +27,39 @@ def make_dir(path: str, what: str) -> None:
 
 def sweep_run_name(env_id: Optional[str], exp_name: str, seed: int) -> str:
     """The run name the submission tools give a run: the same on every attempt (no time stamp), so that a retried,
-    requeued or restarted job finds its run again."""
-    return f"{env_id}__{exp_name}__{seed}".replace("/", "-") if env_id else f"{exp_name}__{seed}"
+    requeued or restarted job finds its run again (an env id's '/', as in ALE/Breakout-v5, becomes '-')."""
+    return f"{env_id.replace('/', '-')}__{exp_name}__{seed}" if env_id else f"{exp_name}__{seed}"
+
+
+def flag_value(tokens: Sequence[str], flag: str) -> Optional[str]:
+    """The value the words of a command give `flag` (`--flag value` or `--flag=value`; the last, as a script takes
+    it), or None."""
+    found = None
+    for i, token in enumerate(tokens):
+        if token == flag and i + 1 < len(tokens):
+            found = tokens[i + 1]
+        elif token.startswith(flag + "="):
+            found = token.split("=", 1)[1]
+    return found
+
+
+# what the tools add to every run of a command that continues runs, and why the command must not set it
+SWEEP_FLAGS = {"--seed": "the seeds come from --start-seed and --num-seeds",
+               "--run-name": "each run is named {env_id}__{exp_name}__{seed}; name a sweep with --exp-name",
+               "--resume": "every run is started with --resume auto"}
+
+
+def check_command(tokens: Sequence[str], set_by_tool: dict[str, str]) -> None:
+    """A command a tool starts, checked before it starts anything: it does not set a flag the tool adds to it
+    (`set_by_tool`: flag -> why), and its --exp-name (the runs' names are built from it) and --run-name are each one
+    folder name, as the script checks them."""
+    for flag, why in set_by_tool.items():
+        if any(t == flag or t.startswith(flag + "=") for t in tokens):
+            fail(f"--command must not set {flag}: {why}")
+    for flag in ("--exp-name", "--run-name"):
+        name = flag_value(tokens, flag)
+        if name is not None:
+            check_name(flag, name)
 
 
 def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Optional[str]:
@@ -37,9 +68,8 @@ def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Opt
     script = next((t for t in tokens if t.endswith(".py")), None)
     if script is None or not supports_resume(script):
         return None
-    value = lambda flag: next((tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == flag), None)  # noqa: E731
-    exp_name = value("--exp-name") or os.path.splitext(os.path.basename(script))[0]
-    return sweep_run_name(env_id or value("--env-id"), exp_name, seed)
+    exp_name = flag_value(tokens, "--exp-name") or os.path.splitext(os.path.basename(script))[0]
+    return sweep_run_name(env_id or flag_value(tokens, "--env-id"), exp_name, seed)
 
 
 def supports_resume(script: str) -> bool:

@@ -50,7 +50,7 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.validation import check_positive, fail
-from cleanrl_utils.launch.runs import check_script_flags, supports_resume, sweep_run_of
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, supports_resume, sweep_run_of
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
@@ -208,11 +208,7 @@ def parse_job(args: Args) -> Job:
             f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
             f"got {args.command!r}"
         )
-    for flag, why in (("--seed", "the seeds come from --start-seed and --num-seeds"),
-                      ("--run-name", "each run is named {env_id}__{exp_name}__{seed}"),
-                      ("--resume", "every run is started with --resume auto")):
-        if any(t == flag or t.startswith(flag + "=") for t in tokens):
-            fail(f"--command must not set {flag}: {why}")
+    check_command(tokens, SWEEP_FLAGS)
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
     if argv[0] != "-m":
