@@ -373,12 +373,16 @@ def is_dist_error(exc: BaseException) -> bool:
 def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "--resume") -> list[Callable[[], Any]]:
     """The life of one rank from here on: returns `close`, to which the script adds what must be closed at the end
     (envs, writer). However the script ends, those are closed (last added first) and the process group is destroyed
-    (at exit); an exception ends a launched rank at once (`leave`): a lost peer or a timeout as a one-line error that
-    ends with `hint`, the command that continues the run, anything else with its traceback."""
+    (at exit); an exception ends a launched rank at once (`leave`): a lost peer, a timeout or a full disk as a
+    one-line error that gives `hint`, the command that continues the run, anything else with its traceback."""
 
-    def clean_up() -> None:
+    def clean_up(failing: bool = False) -> None:
         while close:
-            close.pop()()
+            try:
+                close.pop()()
+            except OSError as exc:  # on a full disk TensorBoard's writer raises its thread's error again at close
+                if not failing or resume.full_disk(exc) is None:
+                    raise
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -389,7 +393,9 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "-
             exc = SystemExit(f"error: rank {info.rank}: lost contact with the other ranks "
                              f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
                              f"resume with: {hint}")
-        clean_up()
+        elif (full := resume.full_disk(exc)) is not None:
+            exc = SystemExit(resume.full_disk_line(full, hint))
+        clean_up(failing=True)
         leave(130 if "interrupted" in str(getattr(exc, "code", "")) else 1, exc)
 
     global _on_exception
@@ -424,8 +430,11 @@ def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
 
 
 def end_rank(exit_code: int) -> NoReturn:
-    """The normal end of a rank: the exit handlers run now (`rank_lifetime`'s closing and leaving the group, W&B's),
-    then `leave` skips the interpreter's teardown, for the same reason: C++ objects destroyed there while a gloo or
-    store thread still runs abort a finished run with SIGABRT ("terminate called without an active exception")."""
+    """The normal end of a rank. In a process group, the exit handlers run now (`rank_lifetime`'s closing and leaving
+    the group, W&B's), then `leave` skips the interpreter's teardown, for the same reason: C++ objects destroyed there
+    while a gloo or store thread still runs abort a finished run with SIGABRT ("terminate called without an active
+    exception"). A single process (no group) exits as usual."""
+    if not dist.is_initialized():
+        sys.exit(exit_code)
     atexit._run_exitfuncs()
     leave(exit_code, None)

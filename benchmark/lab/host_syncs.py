@@ -38,6 +38,7 @@ are divided by the rollout steps run, by the optimizer steps taken (one per mini
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import os
 import signal
@@ -46,7 +47,7 @@ import types
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import numpy as np
@@ -198,9 +199,13 @@ class ScriptRun:
         )
 
 
-def exec_script(path: str, argv: list[str], mode: Optional[TorchFunctionMode] = None) -> tuple[dict, Any]:
+def exec_script(
+    path: str, argv: list[str], mode: Optional[TorchFunctionMode] = None, at_exit: Optional[Callable[[dict], Any]] = None
+) -> tuple[dict, Any]:
     """Run the script as `python path argv...` would, but in this process (under `mode`); returns its globals after
-    the run and its exit code. The signal handlers it installs are put back afterwards."""
+    the run and its exit code. The signal handlers it installs are put back afterwards. `at_exit(globals)` is an exit
+    handler while the script runs: it is called if the script ends the process itself (a rank of the multi-GPU
+    script runs the exit handlers, then `os._exit`), and left to the caller if the script returns."""
     path = os.path.abspath(path)
     with open(path) as f:
         code = compile(f.read(), path, "exec")
@@ -209,12 +214,16 @@ def exec_script(path: str, argv: list[str], mode: Optional[TorchFunctionMode] = 
     old = sys.argv, sys.modules["__main__"], signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     sys.argv, sys.modules["__main__"] = [path, *argv], module
     exit_code: Any = 0
+    if at_exit is not None:
+        atexit.register(at_exit, module.__dict__)
     try:
         with mode if mode is not None else contextlib.nullcontext():
             exec(code, module.__dict__)
     except SystemExit as exc:
         exit_code = exc.code
     finally:
+        if at_exit is not None:
+            atexit.unregister(at_exit)
         sys.argv, sys.modules["__main__"] = old[:2]
         signal.signal(signal.SIGINT, old[2])
         signal.signal(signal.SIGTERM, old[3])

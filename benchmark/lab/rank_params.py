@@ -58,19 +58,24 @@ def main(argv: list[str]) -> int:
     script, script_args = rest[0], rest[1:]
     if not os.path.isfile(script):
         fail(f"no such script: {script} (give the training script after OUT, then its arguments)")
-    namespace, exit_code = exec_script(script, script_args)
+
+    def write_hashes(namespace: dict) -> None:
+        agent = namespace.get("agent")
+        if agent is None:
+            fail(f"{script} ran, but has no `agent` to hash")
+        rank = os.environ.get("RANK", "0")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"rank{rank}.sha256").write_text(params_sha256(agent.state_dict()) + "\n")
+        if model is not None and rank == "0":
+            (out / MODEL_HASH).write_text(saved_model_sha256(model) + "\n")
+
+    # a launched rank ends its process itself (exit handlers, then os._exit): the hashes are written by the handler
+    namespace, exit_code = exec_script(script, script_args, at_exit=write_hashes)
     if exit_code not in (0, None):
         if not isinstance(exit_code, int):  # a `fail(...)` message: as Python would show it
             print(exit_code, file=sys.stderr)
         return exit_code if isinstance(exit_code, int) else 1
-    agent = namespace.get("agent")
-    if agent is None:
-        fail(f"{script} ran, but has no `agent` to hash")
-    rank = os.environ.get("RANK", "0")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"rank{rank}.sha256").write_text(params_sha256(agent.state_dict()) + "\n")
-    if model is not None and rank == "0":
-        (out / MODEL_HASH).write_text(saved_model_sha256(model) + "\n")
+    write_hashes(namespace)
     return 0
 
 
