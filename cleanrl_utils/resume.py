@@ -13,7 +13,9 @@ import shlex
 import shutil
 import signal
 import sys
+import threading
 import time
+from types import TracebackType
 from typing import Annotated, Any, Iterator, Optional
 
 import numpy as np
@@ -32,6 +34,9 @@ MAY_CHANGE_ON_RESUME = frozenset({
     "backend", "device_ids", "dist_timeout", "local_num_envs",
 })
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+RUN_DIR = ""  # this process's run folder (`start_run` sets it): the folder a full disk is reported in, where the
+# failed write names none (TensorBoard's), and where `full_disk_line` looks for the run's checkpoint
 
 
 def _resume_mode(words: list[str]) -> str:
@@ -66,8 +71,9 @@ def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def atomic_save(obj: dict, path: str) -> None:
-    """`obj` to a temporary file renamed over `path`: a failed write (a full disk) keeps the old file whole."""
+def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume") -> None:
+    """`obj` to a temporary file renamed over `path`: a failed write (a full disk) keeps the old file whole, removes
+    the temporary one and is one error line that ends with `fix`, what to do about it."""
     data = io.BytesIO()
     torch.save(obj, data)
     tmp = path + ".tmp"
@@ -82,7 +88,7 @@ def atomic_save(obj: dict, path: str) -> None:
         free = shutil.disk_usage(folder).free
         kept = "the last one there is kept; " if os.path.exists(path) else ""
         fail(f"cannot write {os.path.basename(path)} in {folder}: it needs about {data.tell() / 2**20:.0f} MiB and the "
-             f"disk has {free / 2**20:.0f} MiB free ({kept}free some space, then resume with --resume)")
+             f"disk has {free / 2**20:.0f} MiB free ({kept}{fix})")
 
 
 def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: int, rngs: list, recent_returns: list):
@@ -105,7 +111,9 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
 
 def save_model(path: str, agent: torch.nn.Module, args) -> None:
     """Weights plus what is needed to rebuild and check the agent (cleanrl_utils/evals/ppo_eval.py reads it)."""
-    atomic_save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, path)
+    atomic_save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, path,
+                f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights, and "
+                "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model")
 
 
 def read_checkpoint(path: str, script: str) -> dict:
@@ -174,6 +182,52 @@ def resume_command(args, run_name: str) -> str:
     return f"{shlex.quote(python)} {shlex.join(words)}"
 
 
+def full_disk(exc: Optional[BaseException]) -> Optional[OSError]:
+    """The OSError of a full disk (ENOSPC, EDQUOT) that `exc` is, or that it was raised from or while handling
+    (`__cause__`, `__context__`: torch, for one, raises a RuntimeError of its own from a failed write); else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno in FULL_DISK:
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def full_disk_line(err: OSError, command: str) -> str:
+    """The error line of a run that a full disk (`err`) stopped: the folder, its free space, whether the run's last
+    checkpoint is kept and `command`, the command that resumes it."""
+    folder = os.path.abspath(os.path.dirname(err.filename) if isinstance(err.filename, str) else RUN_DIR)
+    free = shutil.disk_usage(folder).free / 2**20
+    if os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE)):
+        fix = f"its last checkpoint is kept: free some space, then resume with: {command}"
+    else:
+        fix = "it has no checkpoint yet: free some space, then start it again"
+    return f"error: no space left on the disk of {folder} ({free:.0f} MiB free), so the run stopped; {fix}"
+
+
+def report_full_disk(run_dir: str, command: str) -> None:
+    """From here on, an exception of a full disk (`full_disk`) ends this process with `full_disk_line` instead of a
+    traceback, and a thread that dies of one says nothing: TensorBoard's writer, whose thread writes the logs, raises
+    that error again in the main thread at its next call."""
+    global RUN_DIR
+    RUN_DIR = run_dir
+    previous, previous_in_thread = sys.excepthook, threading.excepthook
+
+    def on_exception(kind: type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
+        err = full_disk(exc)
+        if err is None:
+            previous(kind, exc, tb)
+        else:
+            print(full_disk_line(err, command), file=sys.stderr, flush=True)
+
+    def on_exception_in_thread(hook: threading.ExceptHookArgs) -> None:
+        if full_disk(hook.exc_value) is None:
+            previous_in_thread(hook)
+
+    sys.excepthook, threading.excepthook = on_exception, on_exception_in_thread
+
+
 def resolve_run_name(args) -> str:
     """The run's folder: `--run-name`; else for a new run `{env_id}__{exp_name}__{seed}__{unix time}`, for `--resume`
     the newest such folder with a checkpoint (or `{env_id}__{exp_name}__{seed}`, the submission tools' name)."""
@@ -191,7 +245,8 @@ def resolve_run_name(args) -> str:
 
 def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     """Parse the command line and find the run: (args, run name, checkpoint or None); creates nothing. `--resume` (the
-    run must have a checkpoint) and `--resume auto` (else it starts) continue it with its stored settings."""
+    run must have a checkpoint) and `--resume auto` (else it starts) continue it with its stored settings. From here
+    on a full disk ends the run with one error line (`report_full_disk`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = tyro.cli(args_type, args=argv)
     check_name("--exp-name", args.exp_name)
@@ -199,6 +254,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         check_name("--run-name", args.run_name)
     run_name = resolve_run_name(args)
     run_dir = os.path.join(args.runs_dir, run_name)
+    report_full_disk(run_dir, resume_command(args, run_name))
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if not os.path.exists(path):
         if args.resume == "yes" and args.run_name is None:

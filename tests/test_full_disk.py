@@ -1,21 +1,27 @@
 """A full disk, on a real small filesystem (a tmpfs mounted for the test; skipped where mounting is not allowed):
-a checkpoint that does not fit is a one-line error naming the folder and the space, leaves no temporary file behind,
+whatever write fails (a checkpoint, TensorBoard's log, the saved model, the learning benchmark's exports and report),
+the command ends with one error line naming the folder and the space, leaves no partial or temporary file behind,
 keeps the last good checkpoint, and the run resumes from it once there is space again."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import run_script
+from helpers import REPO_ROOT, assert_one_line_error, run_script
+from test_learning import BREAKOUT, write_part
+
+from benchmark.lab import learning
 
 FAST = {"OMP_NUM_THREADS": "1"}
-RUN = ["cleanrl/ppo_atari.py", "--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1",
-       "--total-timesteps", "64", "--torch-threads", "1", "--no-progress-bar", "--checkpoint-interval", "1",
-       "--run-name", "full"]
+TINY = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1", "--no-progress-bar",
+        "--run-name", "full"]
+RUN = ["cleanrl/ppo_atari.py", *TINY, "--total-timesteps", "64", "--torch-threads", "1", "--checkpoint-interval", "1"]
 
 
 @pytest.fixture
@@ -29,6 +35,18 @@ def small_disk(tmp_path):
         yield disk
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def fill_up(disk: Path, blocks_left: int = 0) -> None:
+    """Fill the disk to the last block, then free `blocks_left` blocks: room for a few small writes and no more."""
+    block = os.statvfs(disk).f_bsize
+    with open(disk / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * block)
+        except OSError:
+            pass
+        f.truncate(f.tell() - blocks_left * block)
 
 
 @pytest.mark.slow
@@ -53,12 +71,68 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_the_run_resumes_once_there_is
 
 @pytest.mark.slow
 def test_a_full_disk_before_the_run_starts_says_so(tmp_path, small_disk: Path):
-    try:  # fill the 30 MiB to the last block
-        with open(small_disk / "filler", "wb", buffering=0) as f:
-            while True:
-                f.write(b"\0" * 2**16)
-    except OSError:
-        pass
+    fill_up(small_disk)
     result = run_script([*RUN, "--runs-dir", str(small_disk)], cwd=tmp_path, timeout=300, env=FAST)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert result.returncode == 1 and len(errors) == 1 and "is full: free some space" in errors[0], result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py", "cleanrl/ppo.py"])
+def test_a_disk_that_fills_under_the_tensorboard_log_ends_the_run_with_one_line(tmp_path, small_disk: Path, script):
+    """TensorBoard's writer writes from a thread of its own and raises the failed write again in the main thread, at
+    a later add_scalar or flush: the run ends there with one line, its last checkpoint kept."""
+    run = [script, *TINY, "--runs-dir", str(small_disk), *(["--torch-threads", "1"] if "atari" in script else [])]
+    result = run_script([*run, "--total-timesteps", "16", "--checkpoint-interval", "1"], cwd=tmp_path, timeout=300,
+                        env=FAST)
+    assert result.returncode == 0, result.stderr[-3000:]
+    fill_up(small_disk, blocks_left=1)  # the run starts (its folder is proved writable), the log fills the block
+    result = run_script([*run, "--resume", "--total-timesteps", "3200", "--checkpoint-interval", "1000"],
+                        cwd=tmp_path, timeout=300, env=FAST)
+    assert_one_line_error(result, f"no space left on the disk of {small_disk / 'full'} (0 MiB free), so the run "
+                                  "stopped; its last checkpoint is kept: free some space, then resume with: ")
+    assert result.returncode == 1 and "Exception in thread" not in result.stderr
+    assert result.stderr.rstrip().endswith(f"{script} --resume --run-name full --runs-dir {small_disk}")
+    run_dir = small_disk / "full"
+    assert not list(run_dir.glob("*.tmp"))
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 1
+
+
+@pytest.mark.slow
+def test_a_model_that_does_not_fit_is_one_line_and_the_checkpoint_stays(tmp_path, small_disk: Path):
+    # 24 of the 30 MiB free: the final checkpoint (about 20 MiB) fits, the model (about 6.5 MiB) after it not
+    (small_disk / "filler").write_bytes(b"\0" * 6 * 2**20)
+    run = ["cleanrl/ppo_atari.py", *TINY, "--torch-threads", "1", "--total-timesteps", "16", "--save-model"]
+    result = run_script([*run, "--runs-dir", str(small_disk)], cwd=tmp_path, timeout=300, env=FAST)
+    run_dir = small_disk / "full"
+    assert_one_line_error(result, f"cannot write ppo_atari.cleanrl_model in {run_dir}: it needs about ")
+    assert "MiB free (use the run's checkpoint.pt there instead: it holds the same weights" in result.stderr
+    assert not (run_dir / "ppo_atari.cleanrl_model").exists() and not list(run_dir.glob("*.tmp"))
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 1
+
+
+def test_the_learning_benchmarks_exports_and_report_are_written_whole_or_not_at_all(tmp_path, small_disk: Path):
+    run_dir = tmp_path / "runs" / f"{BREAKOUT}__envpool__1__0"
+    run_dir.mkdir(parents=True)
+    write_part(run_dir, time.time() - 1000, range(1, 401))  # 400 games: a CSV of 8.5 kB
+    results = small_disk / "results"
+    export = ["export", "--profile", "full-cpu", "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results),
+              "--checkout", str(REPO_ROOT)]
+    assert learning.main(export) == 0
+    folder = results / "full-cpu"
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    assert sorted(before) == ["envpool__1.partial.csv", "envpool__1.partial.json"]
+
+    fill_up(small_disk, blocks_left=1)
+    write_part(run_dir, time.time() - 100, [9765])  # the run's last iteration: the plain files would supersede these
+    with pytest.raises(SystemExit, match=rf"^error: cannot write envpool__1\.csv in {re.escape(str(folder))}: the disk "
+                                         r"is full \(0 MiB free\); free some space, then run this command again"):
+        learning.main(export)
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before  # the partial export as it was
+
+    report = ["report", "--profile", "full-cpu", "--results-dir", str(results), "--report-path",
+              str(small_disk / "results_10m.md")]
+    with pytest.raises(SystemExit, match=rf"^error: cannot write full-cpu_curves\.png in {re.escape(str(results))}: "):
+        learning.main(report)
+    assert sorted(path.name for path in small_disk.iterdir()) == ["filler", "results"]
+    assert sorted(path.name for path in results.iterdir()) == ["full-cpu"]

@@ -21,12 +21,16 @@ the run has reached its last step, `export` writes the plain files instead, whic
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
+import errno
+import io
 import json
 import os
 import platform
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -203,16 +207,38 @@ def load_episodes(run_dir: str) -> tuple[plot.RunCurve, plot.RunCurve, plot.RunC
     return None if any(isinstance(curve, str) for curve in curves) else curves
 
 
+def write_whole(files: dict[str, str | bytes]) -> None:
+    """Each file's text or bytes, all or none: each goes to a temporary file beside it, renamed over it once all are
+    written, so that a failed write leaves every file as it was and no partial or temporary file; a full disk is one
+    error line naming the file, its folder and the space left."""
+    temps = {path: path + ".tmp" for path in files}
+    try:
+        for path, content in files.items():
+            with open(temps[path], "wb") as f:
+                f.write(content.encode() if isinstance(content, str) else content)
+    except OSError as exc:
+        for tmp in temps.values():
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        folder = os.path.dirname(os.path.abspath(path))
+        free = shutil.disk_usage(folder).free / 2**20
+        fail(f"cannot write {os.path.basename(path)} in {folder}: the disk is full ({free:.0f} MiB free); free some "
+             "space, then run this command again (the files it writes are as they were)")
+    for path, tmp in temps.items():
+        os.replace(tmp, path)
+
+
 def write_export(base: str, returns: plot.RunCurve, lengths: plot.RunCurve, seconds: np.ndarray, meta: dict) -> None:
-    """The games to ``base.csv`` (step, wall seconds, return, length) and ``meta`` to ``base.json``."""
+    """The games to ``base.csv`` (step, wall seconds, return, length) and ``meta`` to ``base.json``, both or none."""
     os.makedirs(os.path.dirname(base), exist_ok=True)
-    with open(base + ".csv", "w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["step", "wall_seconds", "return", "length"])
-        for row in zip(returns.steps, seconds, returns.values, lengths.values):
-            out.writerow([int(row[0]), f"{row[1]:.1f}", f"{row[2]:g}", int(row[3])])
-    with open(base + ".json", "w") as f:
-        json.dump(meta, f, indent=1)
+    rows = io.StringIO()
+    out = csv.writer(rows)
+    out.writerow(["step", "wall_seconds", "return", "length"])
+    for row in zip(returns.steps, seconds, returns.values, lengths.values):
+        out.writerow([int(row[0]), f"{row[1]:.1f}", f"{row[2]:g}", int(row[3])])
+    write_whole({base + ".csv": rows.getvalue(), base + ".json": json.dumps(meta, indent=1)})
 
 
 def export(run_dir: str, base: str, meta: dict) -> None:
@@ -400,15 +426,13 @@ def export_runs(args: Args) -> int:
                 "sps": round(steps / max(float(seconds), 1e-9), 1), "top_sps": round(top, 1),
                 "episodes": len(returns.values), "resumes": max(len(parts) - 1, 0), "parts": parts,
                 "exported": utc(time.time())}
-        base = p.export_base(args)
+        base = p.export_base(args) + ("" if complete else ".partial")
         if complete:
             meta["finished"] = utc(starts[0] + sps.times[-1])
-            for ext in (".partial.csv", ".partial.json"):
-                if os.path.exists(base + ext):
-                    os.remove(base + ext)
-        else:
-            base += ".partial"
         write_export(base, returns, lengths, without_pauses(returns.times, bounds, pauses), meta)
+        for superseded in (base + ".partial.csv", base + ".partial.json") if complete else ():  # once that is written
+            if os.path.exists(superseded):
+                os.remove(superseded)
         print(f"exported {run_dir} -> {base}.csv ({len(returns.values)} games, {steps:,} steps, "
               f"{'finished' if complete else 'in progress'}, {len(parts)} part(s))", flush=True)
         written += 1
@@ -563,9 +587,7 @@ def report(args: Args) -> int:
               for name, runs in by_config.items()}
     plt = plot.import_pyplot()
     figure = os.path.join(args.results_dir, f"{args.profile}_curves.png")
-    fig = plot.draw(groups, plot.Args(smoothing_window=20), plt)
-    fig.savefig(figure, dpi=110)
-    plt.close(fig)
+    png = png_of(plot.draw(groups, plot.Args(smoothing_window=20), plt), plt)
 
     generated = "\n".join([
         GENERATED_START,
@@ -604,23 +626,28 @@ def report(args: Args) -> int:
         "Not finished yet: " + (", ".join(missing) if missing else "none") + ".",
         GENERATED_END,
     ])
-    write_generated(args.report_path, "Learning results", generated)
+    write_whole({figure: png, args.report_path: page_with(args.report_path, "Learning results", generated)})
     print(f"wrote {args.report_path} and {figure}")
     print(table)
     return 0
 
 
-def write_generated(path: str, title: str, generated: str) -> None:
-    """The generated part of a report into its page: between the markers where the page has them, so that what a
-    person wrote around them stays; a new page otherwise."""
+def png_of(fig, plt) -> bytes:
+    """The figure as a PNG file's bytes (closed after)."""
+    data = io.BytesIO()
+    fig.savefig(data, format="png", dpi=110)
+    plt.close(fig)
+    return data.getvalue()
+
+
+def page_with(path: str, title: str, generated: str) -> str:
+    """The report page at `path` with its generated part in place: between the markers where the page has them, so
+    that what a person wrote around them stays; a new page otherwise."""
     section = open(path).read() if os.path.exists(path) else ""
     if GENERATED_START in section and GENERATED_END in section:
         head, rest = section.split(GENERATED_START, 1)
-        section = head + generated + rest.split(GENERATED_END, 1)[1]
-    else:
-        section = f"# {title}\n\n{generated}\n"
-    with open(path, "w") as f:
-        f.write(section)
+        return head + generated + rest.split(GENERATED_END, 1)[1]
+    return f"# {title}\n\n{generated}\n"
 
 
 @dataclass
@@ -715,9 +742,9 @@ def state_of(r: Finished) -> str:
     return f"partial: {int(r.meta['steps']):,} steps" if r.partial else "finished"
 
 
-def draw_long(runs: list[Finished], path: str) -> None:
+def draw_long(runs: list[Finished]) -> bytes:
     """plot.py's panels per game (return vs steps, vs wall hours), each titled with how far its run is, with
-    CleanRL's 10M-step band where it does not squash the curve."""
+    CleanRL's 10M-step band where it does not squash the curve: a PNG file's bytes."""
     plt = plot.import_pyplot()
     from matplotlib.ticker import EngFormatter
 
@@ -741,8 +768,7 @@ def draw_long(runs: list[Finished], path: str) -> None:
             if hi - curve.min() <= 3 * max(curve.max() - curve.min(), 1e-9):
                 ax.axhspan(lo, hi, color="0.5", alpha=0.25, label="CleanRL 10M: mean ± 2 std")
                 ax.legend(loc="lower right", fontsize=8)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return png_of(fig, plt)
 
 
 def long_game_section(r: Finished, total: int) -> list[str]:
@@ -812,7 +838,7 @@ def report_long(args: Args) -> int:
     order = {env_id: i for i, env_id in enumerate(profile["env_ids"])}
     runs.sort(key=lambda r: (order.get(r.env_id, 99), r.config, r.seed))
     figure = os.path.join(args.results_dir, f"{args.profile}_curves.png")
-    draw_long(runs, figure)
+    png = draw_long(runs)
     planned = plan(Args("run", profile=args.profile))
     exported = {(r.env_id, r.config, r.seed): r for r in runs}
 
@@ -913,7 +939,7 @@ def report_long(args: Args) -> int:
         GENERATED_END,
     ])
     title = f"CleanRL's benchmark at full length on a CPU: {' and '.join(profile['env_ids'])}, 10M steps"
-    write_generated(args.report_path, title, generated)
+    write_whole({figure: png, args.report_path: page_with(args.report_path, title, generated)})
     print(f"wrote {args.report_path} and {figure}")
     for line in status[2:]:
         print(line)
