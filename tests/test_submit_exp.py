@@ -283,6 +283,29 @@ def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
     assert "run_names=(PongNoFrameskip-v4__wide__1)" in res.stdout
 
 
+@pytest.mark.parametrize("flags, message", [
+    ("--num-envs abc", "do not parse for ppo_atari.py: 'abc' is not a number; give a whole number"),
+    ("--vector-env foo", "do not parse for ppo_atari.py: invalid choice 'foo' for argument '--vector-env'"),
+    ("--num-envz 8", "do not parse for ppo_atari.py: Unrecognized options: --num-envz, 8 Perhaps you meant: --num-envs"),
+])
+def test_a_flag_that_does_not_parse_is_said_in_the_scripts_words(tmp_path, flags, message):
+    """The script's own line or tyro's text without its frame, and the script's --help, not this tool's."""
+    for command in (f"python cleanrl/ppo_atari.py {flags}", f"python -m cleanrl.ppo_atari {flags}"):
+        line = one_error_line(run_submit(["--command", command, "--dry-run"], tmp_path))
+        assert message in line and line.endswith("; see `python cleanrl/ppo_atari.py --help`"), line
+        assert "For full helptext" not in line and "submit_exp" not in line and "---" not in line, line
+
+
+def test_a_script_not_found_here_is_submitted_with_a_note_that_its_flags_are_unchecked(tmp_path):
+    res = run_submit(["--command", "python /opt/image/train.py --env-id Pong", "--dry-run"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert ("note: /opt/image/train.py is not a training script of this project found here: its flags are checked "
+            "only when the job runs it") in res.stderr.splitlines()
+    checked = run_submit(["--command", "python cleanrl/ppo_atari.py --env-id PongNoFrameskip-v4", "--dry-run"],
+                         tmp_path)
+    assert checked.returncode == 0 and "not a training script" not in checked.stderr, checked.stderr
+
+
 # a tiny but real multi-node training run: each of the 2 ranks steps 1 env for 32 steps, so the global batch is 64
 # and --total-timesteps 64 makes exactly one update, logged at global step 64 (a single rank would log 32 and 64)
 TINY_MULTIGPU = (

@@ -86,30 +86,36 @@ def supports_resume(script: str) -> bool:
     return False
 
 
-def check_script_flags(script: str, flags: Sequence[str]) -> None:
+def check_script_flags(script: str, flags: Sequence[str]) -> bool:
     """The flags of a command `python SCRIPT FLAGS`, parsed here by the script's own `Args` and range- and env-id-checked
     as the script checks them, before anything is submitted: a bad flag is one error line now, not a failed job on a
-    cluster. A script that is not found here, or has no `Args` dataclass and `__main__` block, is left to the cluster."""
+    cluster. A script that is not found here, or has no `Args` dataclass and `__main__` block, is left to the cluster
+    (False: nothing was checked)."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = next((p for p in (script, os.path.join(repo, script)) if os.path.isfile(p)), None)
     source = open(path).read() if path else ""
     if "\nclass Args" not in source or 'if __name__ == "__main__":' not in source:
-        return  # not a script of this project's shape: loading it here could run it
+        return False  # not a script of this project's shape: loading it here could run it
     name = "cleanrl_flags_check_" + os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(name, path)
     module = sys.modules[name] = importlib.util.module_from_spec(spec)  # tyro reads Args' docstrings by its module
     spec.loader.exec_module(module)  # the script's definitions; its run is under `if __name__ == "__main__"`
     args_type = getattr(module, "Args", None)
     if args_type is None:
-        return
+        return False
     out = io.StringIO()
     try:
         with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
             args = tyro.cli(args_type, args=list(flags))
-    except SystemExit:
-        lines = [line.strip(" │╭╮╰╯─┌┐└┘|-") for line in out.getvalue().splitlines()]
-        said = " ".join(dict.fromkeys(line for line in lines if line and not line.startswith("usage:")))
-        fail(f"the command's flags do not parse for {os.path.basename(script)}: {said[:300]}")
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # the script's own one-line error (a count such as `--num-envs abc`)
+            said = exc.code.removeprefix("error: ")
+        else:  # tyro's box: its text without the frame, the title (first) and the pointer to this tool's --help
+            lines = [line.strip(" │╭╮╰╯─") for line in out.getvalue().splitlines()]
+            lines = [line for line in lines if line.strip("-") and not line.startswith(("usage:", "For full help"))]
+            said = " ".join(dict.fromkeys(lines[1:] or lines))
+        fail(f"the command's flags do not parse for {os.path.basename(script)}: {said.rstrip('.')}; see "
+             f"`python {script} --help`")
     check_ranges(args)
     for flag, name in (("--exp-name", getattr(args, "exp_name", None)), ("--run-name", getattr(args, "run_name", None))):
         if name is not None:
@@ -120,3 +126,4 @@ def check_script_flags(script: str, flags: Sequence[str]) -> None:
         if is_atari(env_id) != ("atari" in os.path.basename(script)):
             fail(f"--env-id {env_id} is {'an' if is_atari(env_id) else 'not an'} Atari game, and "
                  f"{os.path.basename(script)} is {'not ' * ('atari' not in os.path.basename(script))}for Atari games")
+    return True

@@ -203,7 +203,7 @@ def parse_job(args: Args) -> Job:
         tokens = shlex.split(args.command)
     except ValueError as exc:
         fail(f"cannot parse --command ({exc})")
-    if len(tokens) < 2 or not is_python(tokens[0]):
+    if len(tokens) < 2 or not is_python(tokens[0]) or tokens[1:] == ["-m"]:
         fail(
             f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
             f"got {args.command!r}"
@@ -211,8 +211,10 @@ def parse_job(args: Args) -> Job:
     check_command(tokens, SWEEP_FLAGS)
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
-    if argv[0] != "-m":
-        check_script_flags(script, argv[1:])  # here, not on the cluster
+    module = argv[0] == "-m"  # `python -m cleanrl.ppo_atari`: the file cleanrl/ppo_atari.py
+    if not check_script_flags(script.replace(".", "/") + ".py" if module else script, argv[1 + module:]):
+        print(f"note: {script} is not a training script of this project found here: its flags are checked only when "
+              "the job runs it", file=sys.stderr, flush=True)
     torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
     if args.num_nodes > 1 and not torchrun:
         fail(
