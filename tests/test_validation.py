@@ -65,6 +65,16 @@ def test_a_run_name_is_one_folder_name_inside_the_runs_dir(tmp_path, flag, name)
     assert not (tmp_path / "runs").exists() and not (tmp_path / "escaped").exists()
 
 
+@pytest.mark.parametrize("script", ["cleanrl/ppo.py", "cleanrl/ppo_atari_multigpu.py"])
+@pytest.mark.parametrize("flag, name", [("--run-name", "../../escaped"), ("--exp-name", "a/b")])
+def test_every_script_takes_a_run_name_only_as_one_folder_name(tmp_path, script, flag, name):
+    from helpers import assert_one_line_error, run_script
+
+    result = run_script([script, flag, name, "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=120)
+    assert_one_line_error(result, f"{flag} {name!r} is not a folder name: a run is one folder inside --runs-dir")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "escaped").exists()
+
+
 def test_resume_without_a_name_says_what_it_looked_for_and_where(tmp_path):
     from helpers import assert_one_line_error, run_script
 
