@@ -212,7 +212,8 @@ def parse_job(args: Args) -> Job:
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
     module = argv[0] == "-m"  # `python -m cleanrl.ppo_atari`: the file cleanrl/ppo_atari.py
-    if not check_script_flags(script.replace(".", "/") + ".py" if module else script, argv[1 + module:]):
+    checked = check_script_flags(script.replace(".", "/") + ".py" if module else script, argv[1 + module:])
+    if not checked and args.provider != "local":  # run here, a local job says what is wrong with its flags at once
         print(f"note: {script} is not a training script of this project found here: its flags are checked only when "
               "the job runs it", file=sys.stderr, flush=True)
     torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
