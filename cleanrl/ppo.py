@@ -248,7 +248,7 @@ if __name__ == "__main__":
           f"{device_text}, logs in {run_dir}", flush=True)
     if ckpt is not None:
         print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
-    elif args.num_iterations * args.batch_size != args.total_timesteps:
+    elif args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps:
         print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
               f"runs {args.num_iterations * args.batch_size} steps", flush=True)
     cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)

@@ -23,7 +23,7 @@ from torch.distributions.categorical import Categorical
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
-from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges
+from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges, thread_counts
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -248,7 +248,7 @@ if __name__ == "__main__":
     check_extras(capture_video=args.capture_video, track=args.track)
     # threads sized to the cores this process may use (taskset, cgroups and Slurm set them)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    env_threads, torch_threads = args.env_threads or min(cores, args.num_envs), args.torch_threads or cores
+    env_threads, torch_threads = thread_counts(args.env_threads, args.torch_threads, cores, args.num_envs)
     torch.set_num_threads(torch_threads)
     if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # (page faults; docs/throughput.md)

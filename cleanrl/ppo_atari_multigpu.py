@@ -34,7 +34,7 @@ from cleanrl_utils.distributed import resolve_run_name, restart_count, restore_r
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
 from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
-from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
+from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges, thread_counts
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -295,7 +295,7 @@ if __name__ == "__main__":
     # threads sized to the cores this process may use (taskset, cgroups and Slurm set them)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     cores = max(1, cores // info.local_world_size)  # this rank's share
-    env_threads, torch_threads = args.env_threads or min(cores, args.local_num_envs), args.torch_threads or cores
+    env_threads, torch_threads = thread_counts(args.env_threads, args.torch_threads, cores, args.local_num_envs, rank0)
     torch.set_num_threads(torch_threads)
     if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # (page faults; docs/throughput.md)
@@ -390,7 +390,7 @@ if __name__ == "__main__":
     next_obs = torch.as_tensor(next_obs, device=device)
     next_done = np.zeros(envs.num_envs, dtype=np.float32)
     progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
-    stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
+    stop = StopSignals(say=rank0)  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit (rank 0 says so)
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
         # Annealing the rate if instructed to do so.
         if args.anneal_lr:

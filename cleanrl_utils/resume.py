@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -116,12 +117,21 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
                 "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model")
 
 
+def first_sentence(exc: BaseException, most: int = 300) -> str:
+    """The first sentence of `exc`'s message, whole and without its full stop; the exception's type where the message
+    is empty or that sentence is longer than `most` characters. (torch's later sentences are advice for other cases,
+    such as setting `weights_only=False`, and one line has no room for them.)"""
+    lines = str(exc).strip().splitlines()
+    sentence = re.split(r"(?<=[.!?])\s", lines[0].strip(), maxsplit=1)[0].rstrip(".") if lines else ""
+    return sentence if 0 < len(sentence) <= most else type(exc).__name__
+
+
 def read_checkpoint(path: str, script: str) -> dict:
     """The checkpoint at `path` of a run of `script`; an unreadable or foreign file is a one-line error."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        reason = first_sentence(exc)
         fail(f"cannot read the checkpoint {path} ({reason}); it is corrupt (cut short by a full disk?) or not from "
              "this script: remove it, or move it away to start the run anew")
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "state" not in ckpt:
@@ -317,20 +327,24 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
 
 class StopSignals:
     """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested` is then the signal number). A
-    second Ctrl-C 2 s or more after the first (not torchrun's copy of the first) exits at once with status 130."""
+    second Ctrl-C 2 s or more after the first (not torchrun's copy of the first) exits at once with status 130. Only
+    a process with `say` says so: under torchrun every rank gets the signal, and rank 0 speaks for them."""
 
-    def __init__(self) -> None:
-        self.requested, self.at = 0, 0.0
+    def __init__(self, say: bool = True) -> None:
+        self.requested, self.at, self.say = 0, 0.0, say
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
 
     def _handle(self, signum, frame) -> None:
         if self.requested and signum == signal.SIGINT and time.time() - self.at > 2:
-            print("\ninterrupted; the last checkpoint is kept", file=sys.stderr, flush=True)
+            if self.say:
+                print("\ninterrupted; the last checkpoint is kept", file=sys.stderr, flush=True)
             raise SystemExit(130)
         if not self.requested:
             self.requested, self.at = signum, time.time()
-            print("\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr, flush=True)
+            if self.say:
+                print("\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr,
+                      flush=True)
 
 
 @contextlib.contextmanager

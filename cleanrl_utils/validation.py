@@ -43,6 +43,19 @@ def check_ranges(args) -> None:
                  f"(at most {MAX_THREADS}; 0 picks the cores this process may use)")
 
 
+def thread_counts(env_threads: int, torch_threads: int, cores: int, num_envs: int,
+                  notes: bool = True) -> tuple[int, int]:
+    """The env and torch threads of a process that may use `cores` cores: 0 picks min(cores, num_envs) and `cores`;
+    more than `cores` is capped there with a note (if `notes`), since threads beyond the cores only wait for each
+    other (200 torch threads on 2 cores take minutes per iteration). Not in `check_ranges`: a job for another machine
+    is checked there, and its cores are not these."""
+    for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
+        if asked > cores and notes:
+            print(f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
+                  f"{cores} (more threads than cores only wait for each other)", flush=True)
+    return min(env_threads, cores) or min(cores, num_envs), min(torch_threads, cores) or cores
+
+
 def check_name(flag: str, name: str, why: str = "a run is one folder inside --runs-dir") -> None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or name != name.strip():
         fail(f"{flag} {name!r} is not a folder name: {why}, so give a name without '/', '\\' or surrounding "

@@ -249,6 +249,38 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
     assert_ranks_identical(tmp_path / "hashes", 2)
 
 
+@pytest.mark.torchrun
+@pytest.mark.slow
+def test_rank_0_alone_says_that_threads_are_capped_and_that_the_run_stops(tmp_path):
+    """Two ranks (torchrun's variables, set by hand) asked for 200 torch threads, then stopped by one signal each, as
+    a Ctrl-C reaches every rank: each rank caps its threads at its share of the cores and stops, and only rank 0
+    says so (before, the stop line came once per rank)."""
+    share = max(1, len(psutil.Process().cpu_affinity()) // 2)
+    if share >= 200:
+        pytest.skip("this machine has 400 cores or more")
+    port, procs = free_port(), []
+    cmd = [SCRIPT, *TINY, *QUIET, "--total-timesteps", str(50 * TINY_BATCH), "--checkpoint-interval", "1",
+           "--torch-threads", "200", "--run-name", "stopped"]
+    try:
+        for rank in (0, 1):
+            procs.append(start_script(cmd, tmp_path, tmp_path / f"rank{rank}.log", env=ranks_env(rank, port)))
+        wait_for(tmp_path / "rank0.log", "checkpoint: iteration 1,", procs[0], timeout=300)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
+    assert codes == [128 + signal.SIGTERM] * 2, logs
+    note = (f"note: --torch-threads 200 is more than the {share} core{'s' * (share > 1)} this process may use: using "
+            f"{share} (more threads than cores only wait for each other)")
+    stopping = "stopping at the end of this iteration (a checkpoint will be saved)"
+    assert logs[0].count(note) == 1 and logs[0].count(stopping) == 1 and "stopped at global step" in logs[0], logs[0]
+    assert note not in logs[1] and stopping not in logs[1] and "note:" not in logs[1], logs[1]
+
+
 # ---------------------------------------------------------------- bad input: one-line error, printed once
 # Each check is first tested on the function that every rank runs (in this process: cheap); then, end to end, one
 # check before the group forms (under torchrun: both ranks' stderr), one after it (rank 0 finds a corrupt checkpoint

@@ -262,6 +262,42 @@ def test_first_lines_name_the_device_and_what_differs_from_the_arguments(tmp_pat
     assert "2 iterations" in result.stdout and "note:" not in result.stdout.replace("note: single process", "")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_more_threads_than_the_cores_are_capped_with_a_note(tmp_path, script):
+    """200 torch threads on 2 cores made one 128-step iteration take minutes: a count above the cores this process
+    may use is capped there, and a note says so."""
+    cores = len(os.sched_getaffinity(0))
+    if cores >= 200:
+        pytest.skip("this machine has 200 cores or more")
+    run = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1", "--no-cuda",
+           "--total-timesteps", "16", "--torch-threads", "200", "--env-threads", "200"]
+    result = run_script([script, *run, "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=200, env=FAST)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    for flag in ("--env-threads", "--torch-threads"):
+        assert (f"note: {flag} 200 is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
+                f"{cores} (more threads than cores only wait for each other)") in lines, lines
+    assert f"{cores} cores: {cores} torch threads" in next(line for line in lines if line.startswith("run ")), lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_the_rounding_note_is_silent_on_the_defaults_and_on_a_resume(tmp_path, script):
+    """CleanRL's defaults (10M steps, batch 1024: 0.006% left out) get no note; nor does a resume, even to a total
+    whose remainder a new run would note (3500 with batch 1024)."""
+    common = [script, "--runs-dir", str(tmp_path / "runs"), "--run-name", "defaults"]
+    code, output = stop_after(common + ["--checkpoint-interval", "1"], tmp_path, tmp_path / "run.log",
+                              "checkpoint: iteration 1,", env=FAST)
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert "9765 iteration" in next(line for line in output.splitlines() if line.startswith("run ")), output[:2000]
+    assert "is not a multiple of the batch" not in output, output[:2000]
+    result = run_script(common + ["--resume", "--total-timesteps", "3500"], cwd=tmp_path, timeout=300, env=FAST)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resuming from iteration 2 (global step 2048)" in result.stdout, result.stdout[-2000:]
+    assert "is not a multiple of the batch" not in result.stdout, result.stdout[-2000:]
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -405,6 +441,34 @@ def test_resume_problems_are_one_line_errors(tmp_path):
     assert_one_line_error(result, "cannot read the checkpoint")
     result = run_script(base + ["--run-name", "old"], cwd=tmp_path, timeout=120, env=FAST)  # never overwritten
     assert_one_line_error(result, "already has a checkpoint: pass --resume")
+
+
+@pytest.mark.slow
+def test_an_unreadable_checkpoint_is_one_whole_line_that_quotes_torchs_first_sentence(tmp_path):
+    """A real checkpoint cut short (as a full disk leaves it) and a file of garbage bytes: the error quotes the first
+    sentence of torch's reason, whole (torch's longer text was cut at 200 characters mid-sentence, and for garbage
+    it advised `weights_only=False`, wrong here), and keeps the advice at its end."""
+    runs = tmp_path / "runs"
+    base = [SCRIPT, "--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1",
+            "--torch-threads", "1", "--no-progress-bar", "--total-timesteps", "64", "--runs-dir", str(runs)]
+    result = run_script(base + ["--run-name", "cut"], cwd=tmp_path, timeout=300, env=FAST)
+    assert result.returncode == 0, result.stderr[-2000:]
+    checkpoint = runs / "cut" / "checkpoint.pt"
+    assert checkpoint.stat().st_size > 1_000_000
+    os.truncate(checkpoint, 100_000)
+    (runs / "garbage").mkdir()
+    (runs / "garbage" / "checkpoint.pt").write_bytes(np.random.default_rng(0).bytes(4096))
+    for name, reason in (("cut", "PytorchStreamReader failed reading zip archive: failed finding central directory"),
+                         ("garbage", "Weights only load failed")):
+        result = run_script(base + ["--resume", "--run-name", name], cwd=tmp_path, timeout=120, env=FAST)
+        assert_one_line_error(result, f"cannot read the checkpoint {runs / name / 'checkpoint.pt'} ({reason}); it is "
+                                      "corrupt (cut short by a full disk?) or not from this script")
+        line = result.stderr.strip()
+        assert line.endswith("remove it, or move it away to start the run anew"), line
+        assert "weights_only" not in line, line
+        with pytest.raises(Exception) as torch_error:  # the quote ends where torch's first sentence ends
+            torch.load(runs / name / "checkpoint.pt", weights_only=True)
+        assert str(torch_error.value).startswith(reason + ". "), str(torch_error.value)
 
 
 # ---------------------------------------------------------------- Ctrl-C with worker processes

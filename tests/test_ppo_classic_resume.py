@@ -130,6 +130,37 @@ def test_resume_auto_starts_a_run_and_then_finds_it_complete(tmp_path):
     assert_one_line_error(refused, "already has a checkpoint: pass --resume")
 
 
+ROUNDING = "is not a multiple of the batch"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, iterations", [([], 976), (["--total-timesteps", "100000"], 195)])
+def test_the_rounding_note_is_silent_on_the_defaults_and_the_readmes_first_command(tmp_path, flags, iterations):
+    """As in the Atari scripts, only a remainder above 1% of the steps is noted: the default (500000 steps, batch 512:
+    0.1%) and the README's CartPole command (100000: 0.16%) run without the note."""
+    if flags:
+        assert f"python {SCRIPT} {' '.join(flags)}\n" in (REPO_ROOT / "README.md").read_text()
+    code, output = stop_after([SCRIPT, *flags, "--checkpoint-interval", "1", "--runs-dir", str(tmp_path / "runs")],
+                              tmp_path, tmp_path / "run.log", "checkpoint: iteration 1,", env=FAST)
+    assert code == 128 + signal.SIGTERM, output[-3000:]
+    assert f", {iterations} iterations, " in output.splitlines()[0], output[:2000]
+    assert ROUNDING not in output, output[:2000]
+
+
+@pytest.mark.slow
+def test_the_rounding_note_comes_for_a_remainder_above_one_percent_and_never_on_a_resume(tmp_path):
+    command = [SCRIPT, "--num-envs", "4", "--num-steps", "256", "--no-progress-bar", "--runs-dir",
+               str(tmp_path / "runs"), "--run-name", "rounded"]
+    result = run_script(command + ["--total-timesteps", "1500"], tmp_path, 300, FAST)  # 476 of 1500 steps left out
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"note: --total-timesteps 1500 {ROUNDING} (1024): runs 1024 steps" in result.stdout.splitlines()
+    resumed = run_script(command + ["--resume", "--total-timesteps", "2500"], tmp_path, 300, FAST)  # 452 left out
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from iteration 1 (global step 1024)" in resumed.stdout, resumed.stdout[-2000:]
+    assert ROUNDING not in resumed.stdout, resumed.stdout[-2000:]
+    assert checkpoint_counts(tmp_path / "runs" / "rounded")[:2] == (2, 2048)
+
+
 def test_the_sweep_tools_resume_its_runs():
     # the benchmark runner and the cluster submission give each run of a resumable script a fixed name
     assert supports_resume(SCRIPT) and supports_resume(str(REPO_ROOT / SCRIPT))

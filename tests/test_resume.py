@@ -6,6 +6,7 @@ ranks and torchrun restarts (cleanrl_utils/distributed.py: start_run)."""
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -35,6 +36,20 @@ def stored_run(runs, name: str, args, iteration: int = 1) -> str:
     torch.save({"format": resume.CHECKPOINT_FORMAT, "state": {}, "iteration": iteration, "global_step": iteration * 32,
                 "batch_size": 32, "rng": [], "settings": settings}, runs / name / resume.CHECKPOINT_FILE)
     return name
+
+
+def test_an_unreadable_checkpoint_quotes_the_first_sentence_of_the_reason_whole():
+    """read_checkpoint quotes `first_sentence` of torch's error (end to end: tests/test_ppo_atari.py)."""
+    zip_error = RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central directory. This "
+                             "is an internal miniz error. If you are seeing this error, there is a high likelihood")
+    assert resume.first_sentence(zip_error) == ("PytorchStreamReader failed reading zip archive: failed finding "
+                                                "central directory")
+    advice = "Weights only load failed. In PyTorch 2.6 ... with `weights_only` set to `False`.\nPlease file an issue"
+    assert resume.first_sentence(pickle.UnpicklingError(advice)) == "Weights only load failed"
+    assert resume.first_sentence(pickle.UnpicklingError("invalid load key, 'g'.")) == "invalid load key, 'g'"
+    assert resume.first_sentence(RuntimeError("torch.load of v1.2 failed\nmore")) == "torch.load of v1.2 failed"
+    assert resume.first_sentence(EOFError()) == "EOFError"  # no message: its type
+    assert resume.first_sentence(ValueError("x" * 301 + ". Then")) == "ValueError"  # too long for one line: its type
 
 
 def test_a_resume_parses_the_command_line_over_the_stored_settings(tmp_path, capsys):

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from helpers import load_script
 
-from cleanrl_utils.validation import RANGES, check_ranges
+from cleanrl_utils.validation import RANGES, check_ranges, thread_counts
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 BAD = {
@@ -82,3 +82,31 @@ def test_resume_without_a_name_says_what_it_looked_for_and_where(tmp_path):
                         cwd=tmp_path, timeout=120)
     assert_one_line_error(result, "--resume found no run to continue: no folder BreakoutNoFrameskip-v4__ppo_atari__4")
     assert str(tmp_path / "runs") in result.stderr
+
+
+def test_thread_counts_are_capped_at_the_cores_this_process_may_use_with_a_note(capsys):
+    """More threads than cores only wait for each other (200 torch threads on 2 cores took minutes per iteration):
+    a count above the cores is capped there, and one note says what was asked, what is used and why."""
+    assert thread_counts(0, 0, 2, 8) == (2, 2)  # 0: one env thread per env, at most the cores; torch: the cores
+    assert thread_counts(0, 0, 4, 1) == (1, 4)
+    assert thread_counts(1, 2, 2, 8) == (1, 2)  # what fits is kept as given
+    assert capsys.readouterr().out == ""
+    assert thread_counts(200, 200, 2, 8) == (2, 2)
+    why = "(more threads than cores only wait for each other)"
+    assert capsys.readouterr().out.splitlines() == [
+        f"note: --env-threads 200 is more than the 2 cores this process may use: using 2 {why}",
+        f"note: --torch-threads 200 is more than the 2 cores this process may use: using 2 {why}",
+    ]
+    assert thread_counts(0, 3, 1, 8) == (1, 1)
+    one_core = f"note: --torch-threads 3 is more than the 1 core this process may use: using 1 {why}"
+    assert capsys.readouterr().out.splitlines() == [one_core]
+    assert thread_counts(0, 3, 1, 8, notes=False) == (1, 1)  # a rank other than 0: rank 0 says it
+    assert capsys.readouterr().out == ""
+
+
+def test_check_ranges_leaves_thread_counts_below_any_machines_cores_to_the_machine_that_runs_the_job():
+    """submit_exp.py checks a job for another machine with check_ranges: 200 threads may fit there."""
+    module = load_script("cleanrl/ppo_atari.py", "validated_ppo_atari")
+    args = module.Args()
+    args.torch_threads = args.env_threads = 200
+    check_ranges(args)
