@@ -111,3 +111,34 @@ def test_a_network_left_out_of_the_checkpoint_is_an_error_at_the_first_save(tmp_
     result = run_script([str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
                         cwd=tmp_path, timeout=300, env=FAST)
     assert_one_line_error(result, "the optimizer 'rnd_optimizer' in the checkpoint's state steps parameters of a network")
+
+
+# CleanRL's own form of the change (its ppo_rnd_envpool.py): the agent's one optimizer also steps the predictor, and
+# `state` is left as it is; the RND class is the one of EDITS
+OPTIMIZER_LINE = "    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)\n"
+SHARED_OPTIMIZER = """    rnd = RND().to(device)
+    optimizer = optim.Adam(list(agent.parameters()) + list(rnd.predictor.parameters()), lr=args.learning_rate, eps=1e-5)
+"""
+PREDICTOR_STEP = ("        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()\n", """\
+        optimizer.zero_grad()
+        rnd(b_obs).mean().backward()
+        optimizer.step()
+""")
+
+
+@pytest.mark.slow
+def test_a_network_that_shares_the_agents_optimizer_but_not_its_checkpoint_is_an_error_at_the_first_save(tmp_path):
+    source = SCRIPT.read_text()
+    for where, added in (EDITS[0], PREDICTOR_STEP, (OPTIMIZER_LINE, None)):
+        assert source.count(where) == 1, f"the line this copy edits has changed: {where!r}"
+        source = source.replace(where, SHARED_OPTIMIZER if added is None else where + added)
+    assert source.count('state = {"agent": agent, "optimizer": optimizer}\n') == 1  # left as it is
+    copy = tmp_path / "ppo_atari_rnd_shared.py"
+    copy.write_text(source)
+    runs = tmp_path / "runs"
+    result = run_script([str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(runs), "--run-name", "shared"],
+                        cwd=tmp_path, timeout=300, env=FAST)
+    assert_one_line_error(result, "the optimizer 'optimizer' in the checkpoint's state steps parameters of a network "
+                                  "that is not in it: add that network to the script's `state` dict")
+    assert "global_step=64/64" in result.stdout, result.stdout[-2000:]  # it trained up to its first save
+    assert not (runs / "shared" / "checkpoint.pt").exists()  # nothing that a resume would read without the predictor

@@ -143,6 +143,28 @@ def test_readme_test_command_is_what_ci_runs():
     assert line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_the_quick_start_installs_torch_for_a_cpu_then_for_a_gpu_and_runs_cartpole_first():
+    """The Quick start as a new user reads it: the venv, the CPU line (PyTorch's CPU wheel index), then the CUDA line
+    (PyPI's torch, the same version, with the project in one command), and the CartPole run as the first run."""
+    commands = [c.tokens for c in extract_commands(REPO_ROOT / "README.md")]
+    installs = [tokens for tokens in commands if tokens[:2] == ["pip", "install"] and tokens[2].startswith("torch")]
+    cpu, cuda = installs[:2]  # the Quick start's (the tests' install comes later)
+    version = cpu[2]
+    assert version.startswith("torch==") and cpu == ["pip", "install", version, "--index-url",
+                                                       "https://download.pytorch.org/whl/cpu"], cpu
+    assert cuda == ["pip", "install", version, "-e", "."], cuda
+    cpu_at, cuda_at = commands.index(cpu), commands.index(cuda)
+    assert commands[cpu_at + 1] == ["pip", "install", "-e", "."]  # the project, after the CPU torch (`&&`)
+    assert commands.index(["python3", "-m", "venv", ".venv"]) < cpu_at < cuda_at
+    runs = [tokens for tokens in commands if script_run(tokens)]
+    assert runs[0] == ["python", "cleanrl/ppo.py", "--total-timesteps", "100000"], runs[:2]
+    assert cuda_at < commands.index(runs[0])
+    lines = (REPO_ROOT / "README.md").read_text().splitlines()  # each install line under the comment that says for what
+    for tokens, machine in ((cpu, "without an NVIDIA GPU"), (cuda, "with an NVIDIA GPU")):
+        at = next(i for i, line in enumerate(lines) if line.startswith(shlex.join(tokens)))
+        assert lines[at - 1].startswith("# ") and machine in lines[at - 1], lines[at - 1]
+
+
 def test_torchrun_lines_parse():
     from torch.distributed.run import get_args_parser
 
