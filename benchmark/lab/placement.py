@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cleanrl_utils.validation import thread_counts
+
 
 @dataclass(frozen=True)
 class ThreadPlan:
@@ -52,8 +54,8 @@ def plan_threads(
     if cores is None:
         cores = usable_cores()
     per_rank = max(1, cores // max(1, local_ranks))
-    return ThreadPlan(cores=per_rank, env_threads=env_threads or min(per_rank, num_envs),
-                      torch_threads=torch_threads or per_rank)
+    env_threads, torch_threads = thread_counts(env_threads, torch_threads, per_rank, num_envs, notes=False)
+    return ThreadPlan(cores=per_rank, env_threads=env_threads, torch_threads=torch_threads)
 
 
 def use_threads(n: int) -> None:
