@@ -329,16 +329,18 @@ def test_bad_input_is_a_one_line_error(tmp_path, argv, fragment):
 
 
 @pytest.mark.slow
-def test_capture_video_records_env_0(tmp_path):
+@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
+def test_capture_video_records_env_0(tmp_path, script):
     result = run_script(
-        [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128", "--capture-video",
+        [script, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128", "--capture-video",
          "--runs-dir", str(tmp_path / "runs")],
         cwd=tmp_path, timeout=300, env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_name = find_run_dir(tmp_path / "runs").name
-    videos = list((tmp_path / "runs" / run_name / "videos").glob("*.mp4"))  # in the run's folder, not ./videos
+    videos = list((tmp_path / "runs" / run_name / "videos").glob("*.mp4"))  # in the run's folder
     assert videos and all(v.stat().st_size > 1000 for v in videos)
+    assert not (tmp_path / "videos").exists()  # not where the command ran
 
 
 @pytest.mark.slow
