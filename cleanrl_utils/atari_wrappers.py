@@ -1,12 +1,5 @@
-"""The Atari preprocessing of the PPO/DQN literature (Mnih et al. 2015) for gymnasium 1.x, as in CleanRL and SB3, from
-the emulator outwards: ``AtariPreprocessing`` (1-30 no-ops at reset, frame skip 4 with a max-pool of the last two
-frames, 84x84 grayscale); ``RecordEpisodeStatistics`` with ``EpisodeFramesEnv`` (the full game's unclipped return and
-its length in emulator frames, CleanRL's unit); ``EpisodicLifeEnv`` (a lost life ends the episode for learning);
-``FireResetEnv`` (FIRE after a reset or lost life in games with FIRE); ``ClipRewardEnv``; ``FrameStackObservation``
-(the last 4 frames, ``(4, 84, 84)`` uint8).
-"""
-
-from __future__ import annotations
+"""The Atari preprocessing of the PPO/DQN literature (Mnih et al. 2015) for gymnasium 1.x, as in CleanRL and SB3:
+the wrappers of ``make_atari_env``, from the emulator outwards."""
 
 from typing import Any, SupportsFloat
 
@@ -17,26 +10,17 @@ NOOP_ACTION = 0
 FIRE_ACTION = 1
 
 
-def _ale(env: gym.Env) -> Any:
-    return env.unwrapped.ale  # type: ignore[attr-defined]
-
-
 class EpisodicLifeEnv(gym.Wrapper):
     """A lost life returns ``terminated=True`` while the game goes on (Mnih et al. 2015): ``reset`` then takes one
-    no-op step instead of resetting the emulator, so the agent plays on with fewer lives. Only a game over, a
-    truncation or a ``reset(seed=...)`` (a new, reproducible game) resets it."""
+    no-op step instead of resetting the emulator, so the agent plays on with fewer lives."""
 
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self.lives = 0
-        self.was_real_done = True
+    lives, was_real_done = 0, True  # the first reset starts a new game
 
     def step(self, action: int) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.was_real_done = terminated or truncated
-        lives = _ale(self.env).lives()
-        if 0 < lives < self.lives:
-            terminated = True
+        lives = self.env.unwrapped.ale.lives()
+        terminated = True if 0 < lives < self.lives else terminated
         self.lives = lives
         return obs, reward, terminated, truncated, info
 
@@ -47,14 +31,12 @@ class EpisodicLifeEnv(gym.Wrapper):
             obs, _, terminated, truncated, info = self.env.step(NOOP_ACTION)
             if terminated or truncated:  # the no-op itself ended the game: start a new one
                 obs, info = self.env.reset(**kwargs)
-        self.lives = _ale(self.env).lives()
-        self.was_real_done = False
+        self.lives, self.was_real_done = self.env.unwrapped.ale.lives(), False
         return obs, info
 
 
 class FireResetEnv(gym.Wrapper):
-    """Press FIRE, then action 2, after reset, for games that stand still until FIRE is pressed. Wrapped outside
-    ``EpisodicLifeEnv``, it fires after each lost life too, as in the baselines."""
+    """Press FIRE, then action 2, after reset (outside ``EpisodicLifeEnv``: each lost life too), as in the baselines."""
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self.env.reset(**kwargs)
@@ -66,13 +48,12 @@ class FireResetEnv(gym.Wrapper):
 
 
 class EpisodeFramesEnv(gym.Wrapper):
-    """``info["episode"]["l"]`` in emulator frames as CleanRL counts them (no-ops at reset, 4 per step, the steps the
-    env takes by itself), not the agent steps RecordEpisodeStatistics counts: the emulator's own count of the game."""
+    """``info["episode"]["l"]`` in the emulator's frames of the game (CleanRL's unit), not in agent steps."""
 
     def step(self, action: int) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "episode" in info:
-            info["episode"]["l"] = _ale(self.env).getEpisodeFrameNumber()
+            info["episode"]["l"] = self.env.unwrapped.ale.getEpisodeFrameNumber()
         return obs, reward, terminated, truncated, info
 
 
@@ -93,28 +74,19 @@ def needs_fire_reset(env: gym.Env) -> bool:
 def make_atari_env(env_id: str, *, frame_stack: int = 4, noop_max: int = 30, episodic_life: bool = True,
                    clip_reward: bool = True, render_mode: str | None = None, max_episode_frames: int = 108_000,
                    video_folder: str | None = None) -> gym.Env:
-    """One preprocessed Atari env (the module docstring). The emulator runs with ``frameskip=1`` (the wrapper skips
-    frames) and stops a game at ``max_episode_frames`` (30 minutes of play, as on every backend). With
-    ``video_folder``, whole games are recorded there (``RecordVideo``, needs moviepy)."""
+    """One preprocessed Atari env; the emulator stops a game at ``max_episode_frames`` (30 minutes of play, as on every
+    backend); with ``video_folder``, whole games are recorded there (``RecordVideo``, needs moviepy)."""
     import ale_py
-
     gym.register_envs(ale_py)
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr for every emulator
-    env = gym.make(
-        env_id,
-        frameskip=1,
-        max_num_frames_per_episode=max_episode_frames,
-        render_mode="rgb_array" if video_folder else render_mode,
-        obs_type="ram",
-    )
-    # AtariPreprocessing reads the two screens it pools from the emulator itself, so the env returns its 128-byte
-    # RAM instead of an RGB screen nobody reads (docs/throughput.md has the cost); the screen's space stays
-    # declared, as AtariPreprocessing sizes its buffers from it.
+    env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=max_episode_frames,
+                   render_mode="rgb_array" if video_folder else render_mode, obs_type="ram")
+    # AtariPreprocessing reads the screens it pools from the emulator itself: the env returns its 128-byte RAM, not an
+    # RGB screen nobody reads (docs/throughput.md); the screen's space stays declared, for AtariPreprocessing's buffers
     height, width = env.unwrapped.ale.getScreenDims()
     env.observation_space = gym.spaces.Box(0, 255, (height, width, 3), np.uint8)
-    env = gym.wrappers.AtariPreprocessing(
-        env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
-    )
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
+                                          terminal_on_life_loss=False, grayscale_obs=True)
     env = gym.wrappers.RecordEpisodeStatistics(env)
     env = EpisodeFramesEnv(env)
     if video_folder:  # below EpisodicLifeEnv, so that a video is a whole game

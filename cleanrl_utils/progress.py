@@ -2,8 +2,6 @@
 games and the ETA; elsewhere (a Slurm log, `nohup`, `| tee`) a line after the first iteration, then after the first
 iteration that ends `interval` seconds or more after the last line (every iteration with 0), and at the end."""
 
-from __future__ import annotations
-
 import sys
 import time
 from typing import Callable, TextIO

@@ -1,8 +1,6 @@
 """Runs that stop and continue: the run's folder, its checkpoint (the script's `state` dict, counters, every rank's
 RNG states and every flag; not the games), its stored settings, and a stop on SIGTERM/Ctrl-C."""
 
-from __future__ import annotations
-
 import contextlib
 import dataclasses
 import errno
@@ -29,15 +27,12 @@ CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2  # 2: the script's `state` dict; 1 (older versions): the agent and optimizer only
 RESUME_MODES = ("no", "yes", "auto")
 # What a resume may change (listed in the scripts' --resume help); every other flag keeps the run's stored value.
-MAY_CHANGE_ON_RESUME = frozenset({
-    "total_timesteps", "checkpoint_interval", "progress_bar", "track", "wandb_project_name", "wandb_entity",
-    "capture_video", "save_model", "vector_env", "env_threads", "torch_threads", "compile", "bf16", "cuda",
-    "backend", "device_ids", "dist_timeout", "local_num_envs",
-})
+MAY_CHANGE_ON_RESUME = frozenset({"total_timesteps", "checkpoint_interval", "progress_bar", "track", "wandb_entity",
+                                  "wandb_project_name", "capture_video", "save_model", "vector_env", "env_threads",
+                                  "torch_threads", "compile", "bf16", "cuda", "backend", "device_ids", "dist_timeout",
+                                  "local_num_envs"})
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
-FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
-RUN_DIR = ""  # this process's run folder (`start_run` sets it): the folder a full disk is reported in, where the
-# failed write names none (TensorBoard's), and where `full_disk_line` looks for the run's checkpoint
+RUN_DIR = ""  # this process's run folder (`start_run` sets it), for `full_disk_line`
 
 
 def _resume_mode(words: list[str]) -> str:
@@ -73,8 +68,7 @@ def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
 
 
 def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume") -> None:
-    """`obj` to a temporary file renamed over `path`: a failed write (a full disk) keeps the old file whole, removes
-    the temporary one and is one error line that ends with `fix`, what to do about it."""
+    """`obj` to a temporary file renamed over `path`: a failed write keeps the old file, one error line ending `fix`."""
     data = io.BytesIO()
     torch.save(obj, data)
     tmp = path + ".tmp"
@@ -86,15 +80,13 @@ def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume w
         with contextlib.suppress(OSError):
             os.remove(tmp)
         folder = os.path.dirname(os.path.abspath(path))
-        free = shutil.disk_usage(folder).free
         kept = "the last one there is kept; " if os.path.exists(path) else ""
         fail(f"cannot write {os.path.basename(path)} in {folder}: it needs about {data.tell() / 2**20:.0f} MiB and the "
-             f"disk has {free / 2**20:.0f} MiB free ({kept}{fix})")
+             f"disk has {shutil.disk_usage(folder).free / 2**20:.0f} MiB free ({kept}{fix})")
 
 
 def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: int, rngs: list, recent_returns: list):
-    """`state`: name -> what to save (`state_dict()` or a tensor); `rngs`: the RNG state of every rank. An optimizer
-    that steps a network not in `state` is an error: a resume would put its moments on new weights."""
+    """`state`: name -> what to save (`state_dict()` or a tensor); `rngs`: the RNG state of every rank."""
     saved = {id(p) for value in state.values() if isinstance(value, torch.nn.Module) for p in value.parameters()}
     for name, value in state.items():
         stepped = value.param_groups if isinstance(value, torch.optim.Optimizer) else []
@@ -118,9 +110,8 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
 
 
 def first_sentence(exc: BaseException, most: int = 300) -> str:
-    """The first sentence of `exc`'s message, whole and without its full stop; the exception's type where the message
-    is empty or that sentence is longer than `most` characters. (torch's later sentences are advice for other cases,
-    such as setting `weights_only=False`, and one line has no room for them.)"""
+    """The first sentence of `exc`'s message without its full stop (torch's later ones advise on other cases); else
+    (no message, or a sentence over `most` characters) the exception's type."""
     lines = str(exc).strip().splitlines()
     sentence = re.split(r"(?<=[.!?])\s", lines[0].strip(), maxsplit=1)[0].rstrip(".") if lines else ""
     return sentence if 0 < len(sentence) <= most else type(exc).__name__
@@ -131,9 +122,8 @@ def read_checkpoint(path: str, script: str) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
-        reason = first_sentence(exc)
-        fail(f"cannot read the checkpoint {path} ({reason}); it is corrupt (cut short by a full disk?) or not from "
-             "this script: remove it, or move it away to start the run anew")
+        fail(f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is corrupt (cut short by a full disk?) or "
+             "not from this script: remove it, or move it away to start the run anew")
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "state" not in ckpt:
         fail(f"{path} is not a checkpoint of {os.path.basename(script)} (format {CHECKPOINT_FORMAT}); remove it")
     return ckpt
@@ -146,8 +136,7 @@ def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict
     if ckpt.get("batch_size") != args.batch_size:
         fail(f"the checkpoint {path} is of a run with batch {ckpt.get('batch_size')}, this one has {args.batch_size}: "
              "resume with the same --num-envs and --num-steps")
-    missing = sorted(set(state) - set(ckpt["state"]))
-    if missing:
+    if missing := sorted(set(state) - set(ckpt["state"])):
         fail(f"the checkpoint {path} has no {', '.join(missing)} (it holds {', '.join(ckpt['state'])}): the script's "
              "`state` dict changed since the run started; start a new run with another --run-name")
     for key, network in ((k, v) for k, v in state.items() if isinstance(v, torch.nn.Module)):
@@ -161,8 +150,7 @@ def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict
 
 
 def load_state(state: dict[str, Any], ckpt: dict) -> tuple[int, int, list[float]]:
-    """Every entry of the script's `state` back from the checkpoint (networks before optimizers); returns where the
-    run stopped: its iteration, global step and recent returns."""
+    """The script's `state` back from `ckpt` (networks first); returns the run's iteration, step and recent returns."""
     for key, value in sorted(state.items(), key=lambda kv: isinstance(kv[1], torch.optim.Optimizer)):
         if isinstance(value, torch.Tensor):
             value.copy_(ckpt["state"][key])
@@ -176,9 +164,7 @@ def flag_text(field: str, value) -> str:
     flag = field.replace("_", "-")
     if isinstance(value, bool):
         return f"--{flag}" if value else f"--no-{flag}"
-    if isinstance(value, (list, tuple)):
-        return " ".join([f"--{flag}", *map(str, value)])
-    return f"--{flag} {value}"
+    return " ".join([f"--{flag}", *map(str, value if isinstance(value, (list, tuple)) else [value])])
 
 
 def resume_command(args, run_name: str) -> str:
@@ -193,11 +179,10 @@ def resume_command(args, run_name: str) -> str:
 
 
 def full_disk(exc: Optional[BaseException]) -> Optional[OSError]:
-    """The OSError of a full disk (ENOSPC, EDQUOT) that `exc` is, or that it was raised from or while handling
-    (`__cause__`, `__context__`: torch, for one, raises a RuntimeError of its own from a failed write); else None."""
+    """The full disk's OSError that `exc` is or comes from (torch raises a RuntimeError of its own from it), or None."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, OSError) and exc.errno in FULL_DISK:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
@@ -205,31 +190,26 @@ def full_disk(exc: Optional[BaseException]) -> Optional[OSError]:
 
 
 def full_disk_line(err: OSError, command: str) -> str:
-    """The error line of a run that a full disk (`err`) stopped: the folder, its free space, whether the run's last
-    checkpoint is kept and `command`, the command that resumes it."""
+    """The error line of a run that a full disk (`err`) stopped; `command` resumes it."""
     folder = os.path.abspath(os.path.dirname(err.filename) if isinstance(err.filename, str) else RUN_DIR)
     free = shutil.disk_usage(folder).free / 2**20
-    if os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE)):
-        fix = f"its last checkpoint is kept: free some space, then resume with: {command}"
-    else:
-        fix = "it has no checkpoint yet: free some space, then start it again"
+    fix = (f"its last checkpoint is kept: free some space, then resume with: {command}"
+           if os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE)) else
+           "it has no checkpoint yet: free some space, then start it again")
     return f"error: no space left on the disk of {folder} ({free:.0f} MiB free), so the run stopped; {fix}"
 
 
 def report_full_disk(run_dir: str, command: str) -> None:
-    """From here on, an exception of a full disk (`full_disk`) ends this process with `full_disk_line` instead of a
-    traceback, and a thread that dies of one says nothing: TensorBoard's writer, whose thread writes the logs, raises
-    that error again in the main thread at its next call."""
+    """From here on a full disk ends this process with `full_disk_line`, not a traceback; a thread that dies of one
+    says nothing (TensorBoard's writer raises it again in the main thread)."""
     global RUN_DIR
     RUN_DIR = run_dir
     previous, previous_in_thread = sys.excepthook, threading.excepthook
 
     def on_exception(kind: type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
-        err = full_disk(exc)
-        if err is None:
-            previous(kind, exc, tb)
-        else:
-            print(full_disk_line(err, command), file=sys.stderr, flush=True)
+        if (err := full_disk(exc)) is None:
+            return previous(kind, exc, tb)
+        print(full_disk_line(err, command), file=sys.stderr, flush=True)
 
     def on_exception_in_thread(hook: threading.ExceptHookArgs) -> None:
         if full_disk(hook.exc_value) is None:
@@ -254,9 +234,7 @@ def resolve_run_name(args) -> str:
 
 
 def start_run(args_type, script: str, argv: Optional[list[str]] = None):
-    """Parse the command line and find the run: (args, run name, checkpoint or None); creates nothing. `--resume` (the
-    run must have a checkpoint) and `--resume auto` (else it starts) continue it with its stored settings. From here
-    on a full disk ends the run with one error line (`report_full_disk`)."""
+    """Parse the command line and find the run: (args, run name, checkpoint or None); creates nothing."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = tyro.cli(args_type, args=argv)
     check_name("--exp-name", args.exp_name)
@@ -286,8 +264,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     args = tyro.cli(args_type, args=argv, default=args_type(**kept))
     changed = [(name, f"{flag_text(name, getattr(args, name))} (the run has {flag_text(name, old)})")
                for name, old in kept.items() if getattr(args, name) != old]
-    refused = [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]
-    if refused:
+    if refused := [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]:
         fail(f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
              "new run with another --run-name (in a cleanrl_utils.launch.benchmark sweep: another --exp-name; what may "
              "change on a resume is listed under --resume in --help)")
@@ -326,9 +303,8 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
 
 
 class StopSignals:
-    """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested` is then the signal number). A
-    second Ctrl-C 2 s or more after the first (not torchrun's copy of the first) exits at once with status 130. Only
-    a process with `say` says so: under torchrun every rank gets the signal, and rank 0 speaks for them."""
+    """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested`: the signal number); a second
+    Ctrl-C 2 s or more after the first (not torchrun's copy of it) exits at once with status 130; only `say` says so."""
 
     def __init__(self, say: bool = True) -> None:
         self.requested, self.at, self.say = 0, 0.0, say

@@ -46,9 +46,7 @@ def check_ranges(args) -> None:
 def thread_counts(env_threads: int, torch_threads: int, cores: int, num_envs: int,
                   notes: bool = True) -> tuple[int, int]:
     """The env and torch threads of a process that may use `cores` cores: 0 picks min(cores, num_envs) and `cores`;
-    more than `cores` is capped there with a note (if `notes`), since threads beyond the cores only wait for each
-    other (200 torch threads on 2 cores take minutes per iteration). Not in `check_ranges`: a job for another machine
-    is checked there, and its cores are not these."""
+    more is capped at `cores`, with a note if `notes` (not in `check_ranges`: another machine's job has other cores)."""
     for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
         if asked > cores and notes:
             print(f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: using "

@@ -1,9 +1,5 @@
-"""Vector Atari envs for the PPO scripts: four backends (``--vector-env``), one contract.
-
-``sync`` / ``async`` are gymnasium's Sync/AsyncVectorEnv (async: one process per env) over the wrapper chain of
-``atari_wrappers.make_atari_env``; ``ale`` / ``envpool`` are ale-py's and EnvPool's C++ pools (EnvPool is the extra
-``.[envpool]``) behind ``NativeAtariVectorEnv``, which adds the chain's episode logic. The contract (checked on the
-emulator by tests/test_vector_envs.py):
+"""Vector Atari envs for the PPO scripts: four backends (``--vector-env``; ``sync``/``async``: ``make_atari_env``'s
+chain, ``ale``/``envpool``: C++ pools), one contract, checked on the emulator by tests/test_vector_envs.py:
 
 - observations ``uint8`` ``(num_envs, 4, 84, 84)``; after a reset or a lost life, 4 copies of the first frame;
 - SAME_STEP autoreset: the step where a game ends returns the *reset* observation: every step is a real transition;
@@ -16,8 +12,6 @@ emulator by tests/test_vector_envs.py):
   ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by ``infos["final_info"]["_episode"]``;
 - ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool).
 """
-from __future__ import annotations
-
 import functools
 import importlib.util
 import time
@@ -40,18 +34,15 @@ MAX_SERVE_ROUNDS = 4  # games that end during their own serve, in a row (never s
 def ale_game(env_id: str) -> str:
     """The ROM name (``breakout``) of a registered ALE id (``BreakoutNoFrameskip-v4``, ``ALE/Breakout-v5``)."""
     import ale_py
-
     gym.register_envs(ale_py)
     return gym.registry[env_id].kwargs["game"]
 
 
 class NativeAtariVectorEnv(gym.vector.VectorEnv):
-    """A C++ Atari pool (ale-py or EnvPool) with the contract of the module docstring. The pool runs without its own
-    episode logic (ale-py's episodic life resets the game on every lost life; EnvPool's serves with random no-ops
-    and one frame of FIRE): the chain's happens here, stepping only the envs that need it. A pool implements, for
-    the envs ``ids`` (results in their order): ``_pool_reset(ids, seed)``: new games (env i seeded with ``seed +
-    i``), returning obs, lives, frames; ``_pool_send(ids, actions)``; ``_pool_recv(ids)``: obs (uint8, the pool's
-    own stack), raw points, game over, truncated (the frame cap), lives, emulator frames of the game so far."""
+    """A C++ Atari pool run without its own episode logic: the chain's is here (docs/notes.md says why). A pool
+    implements, for the envs ``ids`` (results in their order): ``_pool_reset(ids, seed)``: new games (env i seeded
+    with ``seed + i``), returning obs, lives, frames; ``_pool_send(ids, actions)``; ``_pool_recv(ids)``: obs (uint8,
+    the pool's own stack), raw points, game over, truncated (the frame cap), lives, emulator frames of the game."""
 
     metadata = {"autoreset_mode": SAME_STEP}
 
@@ -61,9 +52,8 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         self.single_action_space = gym.spaces.Discrete(num_actions)
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-        probe = gym.make(env_id)
-        self.fire = needs_fire_reset(probe)  # whether the game is served with FIRE (then action 2)
-        probe.close()
+        with gym.make(env_id) as probe:
+            self.fire = needs_fire_reset(probe)  # whether the game is served with FIRE (then action 2)
         self._all = np.arange(num_envs)
         self._lives = np.zeros(num_envs, dtype=np.int64)
         self._return = np.zeros(num_envs, dtype=np.float64)
@@ -77,10 +67,7 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         self._start[:] = time.perf_counter()
         everyone = np.ones(self.num_envs, dtype=bool)
         self._serve(obs, lives, new_game=everyone, life_lost=~everyone, stats=self._no_games())
-        self._lives[:] = lives
-        self._stacked[:] = 1
-        _pad_stack(obs, self._stacked)
-        return obs, {"lives": self._lives.copy(), "episode_frame_number": self._frames.copy()}
+        return self._observe(obs, lives, restart=everyone)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._pool_send(self._all, np.asarray(actions, dtype=np.int32))
@@ -97,10 +84,7 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
             obs, lives = obs.copy(), lives.copy()
             self._new_games(ended, obs, lives, stats)
             self._serve(obs, lives, new_game=ended, life_lost=life_lost, stats=stats)
-        self._lives[:] = lives
-        self._stacked = np.where(restart, 1, np.minimum(self._stacked + 1, 4))
-        _pad_stack(obs, self._stacked)
-        infos: dict[str, Any] = {"lives": self._lives.copy(), "episode_frame_number": self._frames.copy()}
+        obs, infos = self._observe(obs, lives, restart)
         if stats["_episode"].any():
             infos["final_info"] = stats
             infos["_final_info"] = stats["_episode"].copy()
@@ -109,6 +93,16 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         self.step_async(actions)
         return self.step_wait()
+
+    def _observe(self, obs: np.ndarray, lives: np.ndarray, restart: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """``obs`` and its info; a stack of under 4 frames of its game is padded with its first frame, not zeros."""
+        self._lives[:] = lives
+        self._stacked = np.where(restart, 1, np.minimum(self._stacked + 1, 4))
+        for n in range(1, 4):  # n = frames of the new game in the stack
+            envs = self._stacked == n
+            if envs.any():
+                obs[envs, : 4 - n] = obs[envs, 4 - n : 5 - n]
+        return obs, {"lives": self._lives.copy(), "episode_frame_number": self._frames.copy()}
 
     def _no_games(self) -> dict[str, Any]:
         """Statistics of no game yet, in the layout of ``final_info``."""
@@ -131,10 +125,8 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
 
     def _serve(self, obs: np.ndarray, lives: np.ndarray, new_game: np.ndarray, life_lost: np.ndarray,
                stats: dict[str, Any]) -> None:
-        """The Python chain's steps after a reset or a lost life, in place in ``obs`` and ``lives``: a no-op after a
-        lost life (EpisodicLifeEnv), then FIRE and action 2 in games with FIRE (FireResetEnv). Only these envs
-        step; their points count in the game's return (not in the reward), their frames in its length. A game that
-        ends during its serve (rare: the serve loses the last life, or the frame cap) is reset and served again."""
+        """The serve (module docstring) of the envs ``new_game`` and ``life_lost``, in place in ``obs`` and ``lives``:
+        its points and frames count in the game, not in the reward; a game it ends is reset and served again."""
         noop, serve = life_lost, new_game | life_lost
         for _ in range(MAX_SERVE_ROUNDS):
             over = np.zeros(self.num_envs, dtype=bool)
@@ -153,36 +145,21 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
             noop, serve = np.zeros_like(over), over
 
 
-def _pad_stack(obs: np.ndarray, frames: np.ndarray) -> None:
-    """In place: where an env's stack holds ``frames[i] < 4`` frames of its game, fill the older slots with the
-    game's first frame (FrameStackObservation's padding; the native pools pad with zeros)."""
-    stack = obs.shape[1]
-    for n in range(1, stack):  # n = frames of the new game in the stack
-        envs = frames == n
-        if envs.any():
-            obs[envs, : stack - n] = obs[envs, stack - n : stack - n + 1]
-
-
 class AleVectorEnv(NativeAtariVectorEnv):
-    """ale-py's ``AtariVectorEnv`` as one 1-env pool per env: an ale-py pool steps all of its envs or none, and a
-    serve steps one env alone. Each pool has its own C++ thread and all are sent their actions before any is waited
-    for, so the envs still step in parallel (docs/throughput.md has the cost). ale-py draws 0 to ``noop_max - 1``
+    """ale-py's ``AtariVectorEnv`` as one 1-env pool per env (a pool steps all of its envs, a serve one alone), each
+    with its own C++ thread, all sent their actions before any is waited for. ale-py draws 0 to ``noop_max - 1``
     no-op frames at the start of a game, one fewer than the chain and EnvPool; none of its options shifts that."""
 
     def __init__(self, env_id: str, num_envs: int, noop_max: int = 30):
         from ale_py.vector_env import AtariVectorEnv
-
         spec = gym.registry[env_id].kwargs
-        self.pools = [
-            AtariVectorEnv(
-                ale_game(env_id), 1, num_threads=1, frameskip=FRAME_SKIP, noop_max=noop_max,
-                autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,  # the adapter resets, at once
-                repeat_action_probability=spec.get("repeat_action_probability", 0.0),
-                full_action_space=spec.get("full_action_space", False), max_num_frames_per_episode=MAX_EPISODE_FRAMES,
-                episodic_life=False, life_loss_info=False, reward_clipping=False, use_fire_reset=False,  # done here
-            )
-            for _ in range(num_envs)
-        ]
+        self.pools = [AtariVectorEnv(
+            ale_game(env_id), 1, num_threads=1, frameskip=FRAME_SKIP, noop_max=noop_max,
+            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,  # the adapter resets, at once
+            repeat_action_probability=spec.get("repeat_action_probability", 0.0),
+            full_action_space=spec.get("full_action_space", False), max_num_frames_per_episode=MAX_EPISODE_FRAMES,
+            episodic_life=False, life_loss_info=False, reward_clipping=False, use_fire_reset=False,  # done here
+        ) for _ in range(num_envs)]
         super().__init__(env_id, num_envs, self.pools[0].single_action_space.n)
 
     @staticmethod
@@ -208,13 +185,11 @@ class AleVectorEnv(NativeAtariVectorEnv):
 
 
 class EnvPoolVectorEnv(NativeAtariVectorEnv):
-    """EnvPool's Atari pool, whose ended envs the adapter resets at once (a partial ``reset``: SAME_STEP) rather than
-    on the next step. EnvPool reports no frame counter: a game's length counts 4 frames a step, without the 1-30
-    no-op frames of its start (<1% of a game)."""
+    """EnvPool's Atari pool, ended envs reset at once (a partial ``reset``: SAME_STEP). It reports no frame counter:
+    a game's length counts 4 frames a step, without the 1-30 no-op frames of its start (<1% of a game)."""
 
     def __init__(self, env_id: str, num_envs: int, num_threads: int = 0, noop_max: int = 30, seed: int = 0):
         import envpool
-
         task = "".join(part.capitalize() for part in ale_game(env_id).split("_")) + "-v5"  # Breakout-v5
         known = {t.lower(): t for t in envpool.list_all_envs()}
         if task.lower() not in known:
@@ -226,20 +201,16 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
             repeat_action_probability=spec.get("repeat_action_probability", 0.0),
             full_action_space=spec.get("full_action_space", False), max_episode_steps=MAX_EPISODE_FRAMES // FRAME_SKIP,
             episodic_life=False, reward_clip=False, use_fire_reset=False,  # done here
-            stack_num=4, img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True,  # the chain's frames
-        )
+            stack_num=4, img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True)  # the chain's frames
         self.pool = self._make(seed=seed)  # env i gets seed + i
         self._unused_seed: int | None = seed  # a reset with this seed needs no new pool
         super().__init__(env_id, num_envs, self.pool.single_action_space.n)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+    def _pool_reset(self, ids: np.ndarray, seed: int | None) -> tuple[np.ndarray, ...]:
         if seed is not None and seed != self._unused_seed:  # EnvPool takes seeds only when it is built
             self.pool.close()
             self.pool = self._make(seed=seed)
         self._unused_seed = None
-        return super().reset(seed=seed, options=options)
-
-    def _pool_reset(self, ids: np.ndarray, seed: int | None) -> tuple[np.ndarray, ...]:  # seeded when built
         obs, info = self.pool.reset(ids.astype(np.int32))
         order = np.argsort(info["env_id"])
         return obs[order], info["lives"][order], np.zeros(len(ids), dtype=np.int64)
