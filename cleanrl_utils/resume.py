@@ -67,8 +67,9 @@ def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume") -> None:
-    """`obj` to a temporary file renamed over `path`: a failed write keeps the old file, one error line ending `fix`."""
+def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume",
+                other: str = "put that right, then resume with --resume") -> None:
+    """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line, ending `fix`."""
     data = io.BytesIO()
     torch.save(obj, data)
     tmp = path + ".tmp"
@@ -76,11 +77,13 @@ def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume w
         with open(tmp, "wb") as f:
             f.write(data.getbuffer())
         os.replace(tmp, path)
-    except OSError:
+    except OSError as exc:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         folder = os.path.dirname(os.path.abspath(path))
         kept = "the last one there is kept; " if os.path.exists(path) else ""
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):  # not a full disk: its cause, and `other`
+            fail(f"cannot write {os.path.basename(path)} in {folder}: {exc.strerror or exc} ({kept}{other})")
         fail(f"cannot write {os.path.basename(path)} in {folder}: it needs about {data.tell() / 2**20:.0f} MiB and the "
              f"disk has {shutil.disk_usage(folder).free / 2**20:.0f} MiB free ({kept}{fix})")
 
@@ -106,7 +109,8 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
     """Weights plus what is needed to rebuild and check the agent (cleanrl_utils/evals/ppo_eval.py reads it)."""
     atomic_save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, path,
                 f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights, and "
-                "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model")
+                "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",
+                f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights")
 
 
 def first_sentence(exc: BaseException, most: int = 300) -> str:

@@ -17,6 +17,7 @@ from helpers import REPO_ROOT, assert_one_line_error, run_script
 from test_learning import BREAKOUT, write_part
 
 from benchmark.lab import learning
+from cleanrl_utils import resume
 
 FAST = {"OMP_NUM_THREADS": "1"}
 TINY = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1", "--no-progress-bar",
@@ -136,3 +137,14 @@ def test_the_learning_benchmarks_exports_and_report_are_written_whole_or_not_at_
         learning.main(report)
     assert sorted(path.name for path in small_disk.iterdir()) == ["filler", "results"]
     assert sorted(path.name for path in results.iterdir()) == ["full-cpu"]
+
+
+def test_a_write_that_fails_for_another_reason_names_that_reason_not_the_disk(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    resume.atomic_save({"iteration": 1}, str(path))
+    (tmp_path / "checkpoint.pt.tmp").mkdir()  # where the temporary file goes: open() fails with EISDIR, not ENOSPC
+    with pytest.raises(SystemExit, match=rf"^error: cannot write checkpoint\.pt in {re.escape(str(tmp_path))}: Is a "
+                                         r"directory \(the last one there is kept; put that right, then resume with "
+                                         r"--resume\)$"):
+        resume.atomic_save({"iteration": 2}, str(path))
+    assert torch.load(path, weights_only=True)["iteration"] == 1
