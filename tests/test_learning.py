@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from benchmark.lab import learning
+from cleanrl_utils import plot
 
 
 def write_export(folder, config: str, seed: int, steps, returns, wall_seconds: float = 1000.0) -> None:
@@ -398,3 +399,20 @@ def test_export_without_a_run_is_a_one_line_error(tmp_path):
     result = run_script(["-m", "benchmark.lab.learning", "export", "--profile", "full-cpu", "--runs-dir", "runs",
                          "--checkout", str(tmp_path)], cwd=tmp_path, timeout=60)
     assert_one_line_error(result, "is not a git checkout")
+
+
+def test_a_runs_top_speed_is_its_fastest_part_of_ten_minutes_not_a_burst():
+    """Minutes drift by up to 1.8x: a short fast stretch or part must not make a long part that ran alone look
+    shared. Part 1: 20 min at 500 SPS with a 1-minute burst at 700; part 2: 5 min at 650; part 3: 20 min at 250."""
+    times, steps, t, n = [], [], 0.0, 0
+    for seconds, sps in [(570, 500), (60, 700), (570, 500), (300, 650), (1200, 250)]:
+        for _ in range(int(seconds // 2)):
+            t, n = t + 2, n + 2 * sps
+            times.append(t)
+            steps.append(n)
+    curve = plot.RunCurve("game", "envpool", 1, "run", np.array(steps), np.zeros(len(steps)), np.array(times), t)
+    stats, top = learning.segment_stats(curve, np.array([0.0, 1200.0, 1500.0]))
+    assert [s["sps"] for s in stats] == pytest.approx([510, 650, 250], abs=5)  # the burst lifts part 1 by 10
+    assert top == stats[0]["sps"]  # part 2 is too short to set it
+    short, top = learning.segment_stats(curve, np.arange(0.0, 2700.0, 300.0))  # parts of 5 minutes
+    assert top == max(s["sps"] for s in short) and top == pytest.approx(650, abs=5)  # no part of 10 min: the fastest

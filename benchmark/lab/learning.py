@@ -63,7 +63,8 @@ MILESTONES = {"BreakoutNoFrameskip-v4": (100, 200, 400), "PongNoFrameskip-v4": (
 LONG_WINDOW = 1_000_000  # steps per window of the full-length report
 LAST_GAMES = 100  # a run's final return: the mean of its last 100 games, as CleanRL's figure
 TRAILING = 20  # a return is reached at the first game where the mean of the last 20 games is at least that
-STRETCH = 10  # iterations: a run's top speed is its fastest stretch of this many (about half a minute)
+TOP_PART_SECONDS = 600  # a run's top speed: the SPS of its fastest part of at least this much training (minutes
+# drift by up to 1.8x, so the fastest half minute of a long run is well above what any part of it averages)
 SHARED_BELOW = 0.85  # a part slower than this share of the top speed ran on a machine busy with other work
 TWO_RANKS = ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "cleanrl/ppo_atari_multigpu.py"]
 
@@ -341,9 +342,9 @@ def without_pauses(times: np.ndarray, bounds: np.ndarray, pauses: np.ndarray) ->
 
 def segment_stats(sps: plot.RunCurve, bounds: np.ndarray) -> tuple[list[dict], float]:
     """What each part did, from its iterations (first and last step, training seconds, SPS), and the run's top speed:
-    its fastest stretch of `STRETCH` iterations inside one part (SPS)."""
+    the SPS of its fastest part of `TOP_PART_SECONDS` or more (of its fastest part where none is that long)."""
     edges = [*bounds, float("inf")]
-    stats, top, done = [], 0.0, 0
+    stats, done = [], 0
     for k in range(len(bounds)):
         inside = (sps.times >= edges[k]) & (sps.times < edges[k + 1])
         steps, times = sps.steps[inside], sps.times[inside]
@@ -354,10 +355,9 @@ def segment_stats(sps: plot.RunCurve, bounds: np.ndarray) -> tuple[list[dict], f
         stats.append({"steps_from": done, "steps_to": int(steps[-1]), "training_seconds": round(seconds, 1),
                       "sps": round((steps[-1] - done) / max(seconds, 1e-9), 1)})
         done = int(steps[-1])
-        n = min(STRETCH, len(steps) - 1)
-        if n > 0:
-            top = max(top, float(np.max((steps[n:] - steps[:-n]) / np.maximum(times[n:] - times[:-n], 1e-9))))
-    return stats, top
+    timed = [s for s in stats if s["sps"] is not None]
+    long_enough = [s["sps"] for s in timed if s["training_seconds"] >= TOP_PART_SECONDS]
+    return stats, max(long_enough or [s["sps"] for s in timed] or [0.0])
 
 
 def parts_of(run_dir: str, starts: list[float], stats: list[dict], last_event: float) -> list[dict]:
@@ -803,7 +803,7 @@ def long_game_section(r: Finished, total: int) -> list[str]:
     pace = f"{hours(seconds)} for {steps:,} steps ({r.meta['sps']:.0f} SPS)"
     if r.partial and steps:
         pace += (f"; at that pace all {total:,} steps take about {hours(total / steps * seconds)}"
-                 + (f", at its fastest stretch ({r.meta['top_sps']:.0f} SPS) {hours(total / r.meta['top_sps'])}"
+                 + (f", at its top speed ({r.meta['top_sps']:.0f} SPS) {hours(total / r.meta['top_sps'])}"
                     if r.meta.get("top_sps") else ""))
     return [
         f"### {r.env_id}: {long_verdict(r, total)}",
@@ -881,8 +881,8 @@ def report_long(args: Args) -> int:
                 f"{hours(part.get('training_seconds') or 0.0)} | "
                 f"{part.get('steps_from', 0):,} to {part.get('steps_to', 0):,} | {speed} | {', '.join(notes)} |")
     shared_note = (
-        f"Parts run at less than {SHARED_BELOW:.0%} of their run's top speed (its fastest stretch of {STRETCH} "
-        "iterations) are marked *shared*: the machine was busy with other work during them. A run's work per step "
+        f"Parts run at less than {SHARED_BELOW:.0%} of their run's top speed (the SPS of its fastest part of "
+        f"{TOP_PART_SECONDS // 60} training minutes or more) are marked *shared*: the machine was busy with other work during them. A run's work per step "
         "does not change along the run (the same network, batch and game), so a slower part is a busier machine, "
         "and the wall hours of a run with shared parts overstate what the machine needs alone. "
         + (f"Shared so far: {', '.join(shared)}." if shared else "No part so far was shared."))
