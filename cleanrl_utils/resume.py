@@ -69,7 +69,7 @@ def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
 
 def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume",
                 other: str = "put that right, then resume with --resume") -> None:
-    """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line, ending `fix`."""
+    """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line."""
     data = io.BytesIO()
     torch.save(obj, data)
     tmp = path + ".tmp"
@@ -82,10 +82,11 @@ def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume w
             os.remove(tmp)
         folder = os.path.dirname(os.path.abspath(path))
         kept = "the last one there is kept; " if os.path.exists(path) else ""
+        what = f"cannot write {os.path.basename(path)} in {folder}"
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):  # not a full disk: its cause, and `other`
-            fail(f"cannot write {os.path.basename(path)} in {folder}: {exc.strerror or exc} ({kept}{other})")
-        fail(f"cannot write {os.path.basename(path)} in {folder}: it needs about {data.tell() / 2**20:.0f} MiB and the "
-             f"disk has {shutil.disk_usage(folder).free / 2**20:.0f} MiB free ({kept}{fix})")
+            fail(f"{what}: {exc.strerror or exc} ({kept}{other})")
+        free = shutil.disk_usage(folder).free / 2**20
+        fail(f"{what}: it needs about {data.tell() / 2**20:.0f} MiB and the disk has {free:.0f} MiB free ({kept}{fix})")
 
 
 def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: int, rngs: list, recent_returns: list):

@@ -882,9 +882,9 @@ def report_long(args: Args) -> int:
                 f"{part.get('steps_from', 0):,} to {part.get('steps_to', 0):,} | {speed} | {', '.join(notes)} |")
     shared_note = (
         f"Parts run at less than {SHARED_BELOW:.0%} of their run's top speed (the SPS of its fastest part of "
-        f"{TOP_PART_SECONDS // 60} training minutes or more) are marked *shared*: the machine was busy with other work during them. A run's work per step "
-        "does not change along the run (the same network, batch and game), so a slower part is a busier machine, "
-        "and the wall hours of a run with shared parts overstate what the machine needs alone. "
+        f"{TOP_PART_SECONDS // 60} training minutes or more) are marked *shared*: the machine was busy with other "
+        "work during them. A run's work per step does not change along the run (the same network, batch and game), "
+        "so a slower part is a busier machine, and the wall hours of a run with shared parts overstate what the machine needs alone. "
         + (f"Shared so far: {', '.join(shared)}." if shared else "No part so far was shared."))
 
     generated = "\n".join([
