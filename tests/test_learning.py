@@ -298,6 +298,10 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     assert f"### {PONG}: not finished (1,500,160 steps)" in text
     pong = text[text.index(f"### {PONG}:"):text.index("### Runs and their parts")]
     assert "| 1-2M (to 1,500,160 so far) | 196 |" in pong and "2-3M" not in pong  # the windows it reached
+    breakout = text[text.index(f"### {BREAKOUT}:"):text.index(f"### {PONG}:")]
+    assert "| 9-10M | " in breakout and "so far" not in breakout  # a finished run's last window is whole
+    # a finished run's wall hours, then what its top speed (the machine alone) needs for all its steps
+    assert "steps (300 SPS); at its top speed (310 SPS), the machine alone, about 8.96 h." in breakout
     assert "(the run has not finished: for orientation only)" in text
     # times to a return: the first game at which the mean of the last 20 reaches it; Pong's 18 not yet
     run = next(r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == BREAKOUT)
