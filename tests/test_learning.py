@@ -202,8 +202,9 @@ def long_curve(shape: str, game: str = BREAKOUT, end: int = LAST_STEP) -> tuple[
     steps = np.arange(2560, end + 1, 2560)
     rng = np.random.default_rng(0)
     x = steps / 10_000_000
-    if game == PONG:  # -21 to about 20.5; a game's score varies by about 1 late in a run
-        level = -21 + 41.5 * (1 - np.exp(-6 * x))
+    # Pong: -21 to about 20.5 ("above": to 21.9 before the cap of 21); a game's score varies by about 1 late in a run
+    if game == PONG:
+        level = -21 + (43 if shape == "above" else 41.5) * (1 - np.exp(-6 * x))
         return steps, np.clip(level + rng.normal(0, 1, len(x)), -21, 21).round()
     level = {"good": 420 * (1 - np.exp(-5 * x)),  # CleanRL's shape: climbing, flattening out near 420
              "stalled": np.full(len(x), 2.0),
@@ -280,6 +281,51 @@ def test_window_checks_use_the_larger_of_the_games_noise_and_cleanrls_spread(tmp
     assert late.tolerance == pytest.approx(max(2 * np.hypot(late.se, checks[-2].se), 2 * 28.09))
     games = run.returns[(run.steps > 9_000_000) & (run.steps <= 10_000_000)]
     assert late.games == len(games) and late.se == pytest.approx(games.std(ddof=1) / np.sqrt(len(games)))
+
+
+def test_one_more_seed_is_what_three_normal_seeds_give_a_fourth():
+    # simulated: 3 seeds and one more, all from one normal distribution; the band and range scale with the seeds' spread
+    inside, lo, hi = learning.one_more_seed(PONG)
+    mean, std = learning.CLEANRL_10M[PONG]
+    seeds = np.random.default_rng(0).normal(size=(400_000, 4))
+    distance = np.abs(seeds[:, 3] - seeds[:, :3].mean(axis=1)) / seeds[:, :3].std(axis=1)  # ddof=0, as published
+    assert np.mean(distance < 2) == pytest.approx(inside, abs=0.005) and 0.6 < inside < 0.8
+    assert hi - mean == pytest.approx(mean - lo)
+    assert np.mean(distance < (hi - mean) / std) == pytest.approx(0.95, abs=0.003)
+
+
+def test_a_finished_run_outside_the_band_fails_and_says_what_bears_on_why(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "results" / "full-cpu"
+    write_long_export(folder, *long_curve("good"))
+    write_long_export(folder, *long_curve("above", PONG), game=PONG)
+    # a lost run of the same seed: the same first 50 games, then its own, exported to 5M steps
+    steps, returns = long_curve("above", PONG, end=5_002_240)
+    returns[50:] = np.where(returns[50:] > -21, returns[50:] - 1, -20)
+    write_long_export(folder / learning.LOST, steps, returns, game=PONG, partial=True)
+    assert learning.report(long_args(tmp_path)) == 0
+    text = (tmp_path / "results_10m.md").read_text()
+    pong = text[text.index(f"### {PONG}:"):text.index("### Runs and their parts")]
+    (run,) = [r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == PONG]
+    last = run.returns[-100:].mean()
+    assert last > 20.76 and pong.startswith(f"### {PONG}: FAIL: the mean of the last 100 games, {last:.2f}, is "
+                                            "outside 19.96..20.76")
+    assert "**Outside CleanRL's band (above it): what bears on why.**" in pong
+    assert "with probability 71% (Student's t, 2 degrees of freedom), and 95% of such seeds in 19.14..21.58 (no game " \
+           f"scores above 21): this run's {last:.2f} is inside that range." in pong
+    assert "`ppo_atari_envpool.py` 20.45 ± 0.09, `ppo_atari_multigpu.py` 20.34 ± 0.43" in pong
+    assert f"average {21 - last:.2f} below the game's top score of 21; CleanRL's seeds, 0.64." in pong
+    lost = f"Another run of this seed: `{folder / learning.LOST}/Pong_envpool__1.partial.csv`, the same commit on test"
+    assert lost in pong and "match this run's for the first 50, then part, so it is" in pong
+    there, here = returns[steps <= 5_002_240][-100:].mean(), run.returns[run.steps <= 5_002_240][-100:].mean()
+    assert f"As far as both reached (5,002,240 steps), the mean of the last 100 games: {there:.2f} there, " \
+           f"{here:.2f} here" in pong
+    windows = pong[pong.index("there / here: "):].split(".\n")[0]
+    assert windows.count("M ") == 5 and "; 4-5M " in windows  # the whole windows both reached
+    # the lost run is no run of the report's own: no verdict, no row
+    assert text.count("Pong_envpool__1.partial.csv") == 1
+    # Breakout, inside its band, gets no such paragraph; nor does a partial run outside it
+    assert text.count("Outside CleanRL's band") == 1
 
 
 def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_path):

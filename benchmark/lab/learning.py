@@ -59,6 +59,14 @@ BASELINES = {"sync_1env"}  # configs that are not a backend of the 8-env game: n
 # steps (mean ± std over its 3 seeds), its own time for the whole run, and the returns whose first reach is timed
 CLEANRL_10M = {"BreakoutNoFrameskip-v4": (414.66, 28.09), "PongNoFrameskip-v4": (20.36, 0.20)}
 CLEANRL_10M_MINUTES = 264  # ppo_atari.py, all 10M steps, on 1 GPU and 10 CPUs
+CLEANRL_SEEDS = 3  # behind each published figure
+# The same figure for CleanRL's other PPOs with the same hyperparameters (openrlbenchmark's tables beside ppo_atari's)
+CLEANRL_SIBLINGS = {"BreakoutNoFrameskip-v4": {"ppo_atari_envpool.py": (211.24, 151.84),
+                                               "ppo_atari_multigpu.py": (414.94, 20.60)},
+                    "PongNoFrameskip-v4": {"ppo_atari_envpool.py": (20.45, 0.09),
+                                           "ppo_atari_multigpu.py": (20.34, 0.43)}}
+GAME_MAX = {"PongNoFrameskip-v4": 21.0}  # the most a full game can score
+LOST = "lost"  # a profile's subfolder of exports whose run folder was lost before they finished (never resumed)
 MILESTONES = {"BreakoutNoFrameskip-v4": (100, 200, 400), "PongNoFrameskip-v4": (0, 18)}
 LONG_WINDOW = 1_000_000  # steps per window of the full-length report
 LAST_GAMES = 100  # a run's final return: the mean of its last 100 games, as CleanRL's figure
@@ -451,11 +459,13 @@ class Finished:
     times: np.ndarray
     returns: np.ndarray
     partial: bool = False  # a run in progress, exported so far
+    path: str = ""  # its export, without the extension
 
 
-def load_exports(args: Args) -> list[Finished]:
-    """The profile's exports: the finished runs, and the partial exports of runs that have not finished."""
-    folder = os.path.join(args.results_dir, args.profile)
+def load_exports(args: Args, subfolder: str = "") -> list[Finished]:
+    """The profile's exports: the finished runs, and the partial exports of runs that have not finished (or those in
+    a subfolder of the profile's, such as `LOST`)."""
+    folder = os.path.join(args.results_dir, args.profile, subfolder)
     runs = []
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
         if not name.endswith(".json"):
@@ -467,7 +477,7 @@ def load_exports(args: Args) -> list[Finished]:
             meta = json.load(f)
         data = np.loadtxt(os.path.join(folder, name[:-5] + ".csv"), delimiter=",", skiprows=1, ndmin=2)
         runs.append(Finished(meta["config"], meta["seed"], meta.get("env_id", ENV_ID), meta,
-                             data[:, 0], data[:, 1], data[:, 2], partial))
+                             data[:, 0], data[:, 1], data[:, 2], partial, os.path.join(folder, name[:-5])))
     return runs
 
 
@@ -674,6 +684,81 @@ def level_interval(env_id: str) -> tuple[float, float]:
     return mean - 2 * std, mean + 2 * std
 
 
+def one_more_seed(env_id: str) -> tuple[float, float, float]:
+    """What CleanRL's 3 seeds say about one more seed of its own code, were seeds' results normal: the chance that it
+    lands inside the rule's band (mean ± 2 of the published standard deviations), and the range that 95% of such
+    seeds land in. The published ± is the population standard deviation of the seeds' figures (ddof=0); one more
+    seed's distance from their mean, over the sample standard deviation times sqrt(1 + 1/3), follows Student's t with
+    2 degrees of freedom, for which P(|T| < t) = t / sqrt(2 + t²)."""
+    mean, std = CLEANRL_10M[env_id]
+    n = CLEANRL_SEEDS
+    scale = std * np.sqrt(n / (n - 1)) * np.sqrt(1 + 1 / n)
+    t = 2 * std / scale
+    q = 0.95 * np.sqrt(2 / (1 - 0.95 ** 2))  # P(|T| < q) = 0.95
+    return float(t / np.sqrt(2 + t * t)), mean - q * scale, mean + q * scale
+
+
+def outside_band_lines(r: Finished) -> list[str]:
+    """For a finished run whose last games end outside CleanRL's band: the facts that bear on why."""
+    mean, std = CLEANRL_10M[r.env_id]
+    lo, hi = level_interval(r.env_id)
+    last = float(last_games(r).mean())
+    inside, p_lo, p_hi = one_more_seed(r.env_id)
+    top = GAME_MAX.get(r.env_id)
+    cap = f" (no game scores above {top:g})" if top is not None and p_hi > top else ""
+    siblings = ", ".join(f"`{name}` {m:.2f} ± {s:.2f}" for name, (m, s) in CLEANRL_SIBLINGS.get(r.env_id, {}).items())
+    lines = [
+        f"**Outside CleanRL's band ({'above' if last > hi else 'below'} it): what bears on why.** The verdict stands "
+        "as the rule was stated; these are the facts beside it.",
+        "",
+        f"- *The same figure.* CleanRL's table was made by openrlbenchmark's `rlops`, which takes the plain mean of "
+        f"each seed's last {LAST_GAMES} logged full-game returns (`charts/episodic_return`, the run's whole history) "
+        f"and prints the mean ± the population standard deviation (ddof=0) of its {CLEANRL_SEEDS} seeds' figures: "
+        f"this run's last-{LAST_GAMES} mean is that figure for one seed.",
+        f"- *One seed against {CLEANRL_SEEDS}.* Were seeds' results normal, one more seed of CleanRL's own code would "
+        f"land inside the rule's {lo:.2f}..{hi:.2f} with probability {inside:.0%} (Student's t, "
+        f"{CLEANRL_SEEDS - 1} degrees of freedom), and 95% of such seeds in {p_lo:.2f}..{p_hi:.2f}{cap}: this run's "
+        f"{last:.2f} is {'inside' if p_lo <= last <= p_hi else 'outside'} that range.",
+        f"- *CleanRL's other PPOs with the same hyperparameters*, the same figure, {CLEANRL_SEEDS} seeds each: "
+        f"{siblings} (`ppo_atari.py`: {mean:.2f} ± {std:.2f}).",
+    ]
+    if top is not None:
+        lines.append(f"- *The gap in play:* this run's last {LAST_GAMES} games average {top - last:.2f} below the "
+                     f"game's top score of {top:g}; CleanRL's seeds, {top - mean:.2f}.")
+    return lines + [""]
+
+
+def leading_games_alike(a: Finished, b: Finished) -> int:
+    """How many games, from the first, two runs ended at the same step with the same return."""
+    n = min(len(a.steps), len(b.steps))
+    differ = np.flatnonzero((a.steps[:n] != b.steps[:n]) | (a.returns[:n] != b.returns[:n]))
+    return int(differ[0]) if len(differ) else n
+
+
+def trajectory_lines(r: Finished, other: Finished, total: int) -> list[str]:
+    """This run beside a lost run of the same game, seed and code: a second sample of the training where the two
+    part, compared as far as both reached."""
+    common = min(int(r.meta["steps"]), int(other.meta["steps"]))
+    last = [float(x.returns[x.steps <= common][-LAST_GAMES:].mean()) for x in (other, r)]
+    pairs = [f"{a.label} {a.mean:.2f} / {b.mean:.2f}" for a, b in zip(window_checks(other, total),
+                                                                        window_checks(r, total))
+             if a.hi - a.lo == LONG_WINDOW and b.hi - b.lo == LONG_WINDOW and a.games and b.games]
+    alike = leading_games_alike(r, other)
+    same_code = other.meta.get("commit") == r.meta.get("commit")
+    why = (" (floating-point rounding differs between its processor and this run's, and a policy's small "
+           "differences grow)" if other.meta["machine"] != r.meta["machine"] else "")
+    return [
+        f"Another run of this seed: `{other.path}.csv`, the same {'commit' if same_code else 'seed'} on "
+        f"{other.meta['machine']}. Its games match this run's for the first {alike}, then part{why}, so it is a "
+        f"second sample of the training. It was exported to {int(other.meta['steps']):,} steps, then its run folder was lost, so it "
+        f"never finished and has no verdict. As far as both reached ({common:,} steps), the mean of the last "
+        f"{LAST_GAMES} games: "
+        f"{last[0]:.2f} there, {last[1]:.2f} here; per whole 1M-step window, there / here: "
+        + ("; ".join(pairs) if pairs else "none yet") + ".",
+        "",
+    ]
+
+
 def window_checks(r: Finished, total: int) -> list[WindowCheck]:
     """Each 1M-step window the run has reached: its games' mean return, not below the best earlier window's mean by
     more than the noise, the larger of 2 standard errors of the difference of the two means and 2 of CleanRL's
@@ -771,8 +856,9 @@ def draw_long(runs: list[Finished]) -> bytes:
     return png_of(fig, plt)
 
 
-def long_game_section(r: Finished, total: int) -> list[str]:
-    """A game's part of the full-length report: its windows, its last games against CleanRL, its times."""
+def long_game_section(r: Finished, total: int, lost: list[Finished]) -> list[str]:
+    """A game's part of the full-length report: its windows, its last games against CleanRL (and why, if a finished
+    run ends outside CleanRL's band), a lost run of the same seed beside it, its times."""
     checks = window_checks(r, total)
     rows = ["| window | games | mean ± std error | best earlier window | tolerance | check |", "|---|---|---|---|---|---|"]
     for c in checks:
@@ -818,6 +904,10 @@ def long_game_section(r: Finished, total: int) -> list[str]:
         f"Last {len(last)} games (steps {first_step:,} to {int(r.steps[-1]):,}): mean {last.mean():.2f} ± "
         f"{last.std(ddof=1) / np.sqrt(len(last)) if len(last) > 1 else 0.0:.2f} (standard error), against {level}.",
         "",
+        *(outside_band_lines(r) if r.env_id in CLEANRL_10M and not r.partial
+          and not level_interval(r.env_id)[0] <= last.mean() <= level_interval(r.env_id)[1] else []),
+        *[line for other in lost if (other.env_id, other.config, other.seed) == (r.env_id, r.config, r.seed)
+          for line in trajectory_lines(r, other, total)],
         f"Time to a return (the first game at which the mean of the last {TRAILING} games reaches it):",
         "",
         *times,
@@ -843,6 +933,7 @@ def report_long(args: Args) -> int:
     png = draw_long(runs)
     planned = plan(Args("run", profile=args.profile))
     exported = {(r.env_id, r.config, r.seed): r for r in runs}
+    lost = load_exports(args, LOST)  # runs whose folder was lost before they finished: beside their restart
 
     status = ["| game | run | export | steps reached | verdict |", "|---|---|---|---|---|"]
     for p in planned:
@@ -927,7 +1018,7 @@ def report_long(args: Args) -> int:
         "between parts. The grey band, once the curve comes near enough for it to fit: CleanRL's 10M-step mean ± 2 "
         "standard deviations.",
         "",
-        *[line for r in runs for line in long_game_section(r, total)],
+        *[line for r in runs for line in long_game_section(r, total, lost)],
         "### Runs and their parts",
         "",
         *runs_table,
