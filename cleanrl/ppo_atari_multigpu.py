@@ -42,7 +42,7 @@ from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atar
 class Args:
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment"""
-    seed: int = 1
+    seed: Count = 1
     """seed of the experiment (rank r seeds its RNGs with seed + r and its envs with seed + its global env index)"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True`"""

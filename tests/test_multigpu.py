@@ -322,6 +322,8 @@ def test_counts_as_users_type_them_and_no_flags_for_computed_sizes(capsys, monke
     monkeypatch.setitem(sys.modules, mg.__name__, mg)  # tyro reads the Args source for its error message
     assert tyro.cli(mg.Args, args=["--total-timesteps", "1e6"]).total_timesteps == 1_000_000
     expect_error("'12.5' is not a whole number", lambda: tyro.cli(mg.Args, args=["--total-timesteps", "12.5"]))
+    assert tyro.cli(mg.Args, args=["--seed", "1e3"]).seed == 1000  # a seed is typed as counts are
+    expect_error("'one' is not a number", lambda: tyro.cli(mg.Args, args=["--seed", "one"]))
     for computed in ("--world-size", "--batch-size", "--local-minibatch-size", "--num-iterations"):
         with pytest.raises(SystemExit):  # filled in at run time, not command-line flags
             tyro.cli(mg.Args, args=[computed, "3"])

@@ -315,6 +315,7 @@ def test_the_rounding_note_is_silent_on_the_defaults_and_on_a_resume(tmp_path, s
         (["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "1e2"], "--total-timesteps 100 is smaller"),
         (["--total-timesteps", "2.5e-1"], "'2.5e-1' is not a whole number"),
         (["--total-timesteps", "many"], "'many' is not a number"),
+        (["--seed", "1.5"], "'1.5' is not a whole number"),
         (["--checkpoint-interval", "-1"], "--checkpoint-interval must be >= 0"),
         (["--update-epochs", "0"], "--update-epochs must be positive"),
         (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),

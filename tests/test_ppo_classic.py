@@ -295,6 +295,7 @@ BAD_INPUT = {
     "1e2 as users type it": (["--total-timesteps", "1e2"], "--total-timesteps 100 is smaller than one batch"),
     "a fraction of a step": (["--total-timesteps", "1e-3"], "'1e-3' is not a whole number"),
     "not a count": (["--total-timesteps", "1.5"], "'1.5' is not a whole number"),
+    "a seed that is not a number": (["--seed", "one"], "'one' is not a number"),
     "unwritable run dir": (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),
     "video without moviepy": (["--capture-video"], "needs moviepy: pip install -e '.[video]'"),
     "video without pygame": (["--capture-video"], "cannot draw frames (pygame is not installed"),
