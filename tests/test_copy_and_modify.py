@@ -7,6 +7,7 @@ its first checkpoint, not lose it silently on a resume.
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -93,7 +94,12 @@ def test_a_copy_with_an_intrinsic_reward_stops_and_resumes_with_its_extra_state(
 
     result = run_script(common + ["--resume", "--total-timesteps", "4352"], cwd=tmp_path, timeout=300, env=FAST)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"restored rnd {saved_weight:.6f} scale {saved_scale:.6f}" in result.stdout, result.stdout[-2000:]
+    restored = re.search(r"restored rnd (\S+) scale (\S+)", result.stdout)
+    assert restored, result.stdout[-2000:]
+    # the sum of 112,896 weights rounds differently with the script's 1 torch thread than with this process's
+    # threads (last bits), so it is compared to far below what one step of the predictor moves it (about 5)
+    assert float(restored[1]) == pytest.approx(saved_weight, abs=1e-4), restored[0]
+    assert restored[2] == f"{saved_scale:.6f}", restored[0]
 
 
 @pytest.mark.slow
