@@ -466,3 +466,34 @@ def test_a_runs_top_speed_is_its_fastest_part_of_ten_minutes_not_a_burst():
     assert top == stats[0]["sps"]  # part 2 is too short to set it
     short, top = learning.segment_stats(curve, np.arange(0.0, 2700.0, 300.0))  # parts of 5 minutes
     assert top == max(s["sps"] for s in short) and top == pytest.approx(650, abs=5)  # no part of 10 min: the fastest
+
+
+def test_games_lost_outright_late_in_a_run_are_counted_and_replays_shown(tmp_path):
+    folder = tmp_path / "results" / "full-cpu"
+    steps, returns = long_curve("good", PONG)
+    late = np.flatnonzero(steps > 7_000_000)[::40]  # thrown games, 0-21, late in the run
+    returns[late] = -21
+    write_long_export(folder, steps, returns, game=PONG)
+    (run,) = learning.load_exports(long_args(tmp_path))
+    assert learning.lost_games_lines(run, 10_000_000, str(folder))[0].count("M ") == 6  # 4-5M to 9-10M
+    lines = " ".join(learning.lost_games_lines(run, 10_000_000, str(folder)))
+    reached = learning.first_reach(run, 18)[0]
+    for lo in (7, 8, 9):
+        window = (steps > lo * 1_000_000) & (steps <= (lo + 1) * 1_000_000)
+        assert f"{lo}-{lo + 1}M {int((returns[window] < 0).sum())} of {int(window.sum())}" in lines
+    assert f"first reached 18 (step {int(reached):,})" in lines and "Replays" not in lines
+    os.makedirs(folder / learning.REPLAYS)
+    replay = {"env_id": PONG, "checkpoint_step": 8_268_800, "backend": "sync", "games": 4, "lost_below": 0.0,
+              "returns": [21, -21, 20, 21], "action_names": ["NOOP", "UP"], "machine": "test cpu, 2 cores",
+              "lost": {"games": 1, "action_shares": [0.25, 0.75], "entropy": 0.5,
+                       "paddle_y_quartiles": [190, 201, 203]},
+              "rest": {"games": 3, "action_shares": [0.5, 0.5], "entropy": 0.69}}
+    (folder / learning.REPLAYS / "pong.json").write_text(json.dumps(replay))
+    lines = " ".join(learning.lost_games_lines(run, 10_000_000, str(folder)))
+    assert "- Step 8,268,800, `sync` (test cpu, 2 cores): 4 games, mean 10.25, 1 lost (-21). Games lost (1): NOOP " \
+           "0.25, UP 0.75; policy entropy 0.50; paddle height quartiles 190/201/203. Other games (3): NOOP 0.50, " \
+           "UP 0.50; policy entropy 0.69." in lines
+    # a game that never scores below 0 (Breakout) gets no such paragraph
+    write_long_export(tmp_path / "b" / "results" / "full-cpu", *long_curve("good"))
+    (breakout,) = learning.load_exports(long_args(tmp_path / "b"))
+    assert learning.lost_games_lines(breakout, 10_000_000, str(tmp_path / "b")) == []

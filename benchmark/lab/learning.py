@@ -25,6 +25,7 @@ import contextlib
 import csv
 import datetime
 import errno
+import glob
 import io
 import json
 import os
@@ -66,6 +67,7 @@ CLEANRL_SIBLINGS = {"BreakoutNoFrameskip-v4": {"ppo_atari_envpool.py": (211.24, 
                     "PongNoFrameskip-v4": {"ppo_atari_envpool.py": (20.45, 0.09),
                                            "ppo_atari_multigpu.py": (20.34, 0.43)}}
 GAME_MAX = {"PongNoFrameskip-v4": 21.0}  # the most a full game can score
+REPLAYS = "replays"  # a profile's subfolder of checkpoint replays (benchmark/lab/lost_games.py --out)
 LOST = "lost"  # a profile's subfolder of exports whose run folder was lost before they finished (never resumed)
 MILESTONES = {"BreakoutNoFrameskip-v4": (100, 200, 400), "PongNoFrameskip-v4": (0, 18)}
 LONG_WINDOW = 1_000_000  # steps per window of the full-length report
@@ -759,6 +761,54 @@ def trajectory_lines(r: Finished, other: Finished, total: int) -> list[str]:
     ]
 
 
+def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
+    """Games lost outright (return below 0) after the run first reached its game's top milestone, per 1M-step
+    window, and the replays of its checkpoints in `folder` (benchmark/lab/lost_games.py): whether the same
+    checkpoint loses alike on another backend, and how it plays the games it loses."""
+    top = MILESTONES.get(r.env_id, ())[-1:] or (None,)
+    hit = first_reach(r, top[0]) if top[0] is not None and (r.returns < 0).any() else None
+    if hit is None:
+        return []
+    late = r.steps > hit[0]
+    counts = [(lo, int(((r.returns < 0) & late & (r.steps > lo) & (r.steps <= lo + LONG_WINDOW)).sum()),
+               int((late & (r.steps > lo) & (r.steps <= lo + LONG_WINDOW)).sum()))
+              for lo in range(0, min(int(r.meta["steps"]), total), LONG_WINDOW)]
+    lines = [f"Games lost outright (return below 0) after the mean of {TRAILING} games first reached {top[0]:g} "
+             f"(step {int(hit[0]):,}), per 1M-step window: "
+             + "; ".join(f"{lo // LONG_WINDOW}-{lo // LONG_WINDOW + 1}M {k} of {n}" for lo, k, n in counts if n) + ".",
+             ""]
+    replays = []
+    for path in sorted(glob.glob(os.path.join(folder, REPLAYS, "*.json"))):
+        with open(path) as f:
+            replay = json.load(f)
+        if replay.get("env_id") == r.env_id:
+            replays.append((path, replay))
+    if not replays:
+        return lines
+    lines += [f"Replays of this run's checkpoints (`python -m benchmark.lab.lost_games CHECKPOINT --backend B`: "
+              "actions sampled as in training, 8 envs; the paddle's height is the game's RAM byte 51, 38 at the top "
+              "to 203 at the bottom, read on the Python wrappers only):", ""]
+    for path, rp in sorted(replays, key=lambda x: (x[1].get("checkpoint_step") or 0, x[1]["backend"])):
+        names = rp["action_names"]
+        parts = []
+        for label in ("lost", "rest"):
+            g = rp.get(label)
+            if not g:
+                continue
+            acts = ", ".join(f"{n} {a:.2f}" for n, a in zip(names, g["action_shares"]))
+            paddle = (f"; paddle height quartiles {'/'.join(f'{q:.0f}' for q in g['paddle_y_quartiles'])}"
+                      if "paddle_y_quartiles" in g else "")
+            parts.append(f"{'Games lost' if label == 'lost' else 'Other games'} ({g['games']}): {acts}; policy "
+                         f"entropy {g['entropy']:.2f}{paddle}")
+        returns = np.array(rp["returns"])
+        lost = returns[returns < rp["lost_below"]]
+        lines.append(f"- Step {rp.get('checkpoint_step') or 0:,}, `{rp['backend']}` ({rp['machine']}): {rp['games']} "
+                     f"games, mean {returns.mean():.2f}, {len(lost)} lost"
+                     + (f" ({', '.join(f'{x:+.0f}' for x in lost)})" if len(lost) else "") + ". "
+                     + ". ".join(parts) + f". `{os.path.relpath(path)}`")
+    return lines + [""]
+
+
 def window_checks(r: Finished, total: int) -> list[WindowCheck]:
     """Each 1M-step window the run has reached: its games' mean return, not below the best earlier window's mean by
     more than the noise, the larger of 2 standard errors of the difference of the two means and 2 of CleanRL's
@@ -856,7 +906,7 @@ def draw_long(runs: list[Finished]) -> bytes:
     return png_of(fig, plt)
 
 
-def long_game_section(r: Finished, total: int, lost: list[Finished]) -> list[str]:
+def long_game_section(r: Finished, total: int, lost: list[Finished], folder: str) -> list[str]:
     """A game's part of the full-length report: its windows, its last games against CleanRL (and why, if a finished
     run ends outside CleanRL's band), a lost run of the same seed beside it, its times."""
     checks = window_checks(r, total)
@@ -908,6 +958,7 @@ def long_game_section(r: Finished, total: int, lost: list[Finished]) -> list[str
           and not level_interval(r.env_id)[0] <= last.mean() <= level_interval(r.env_id)[1] else []),
         *[line for other in lost if (other.env_id, other.config, other.seed) == (r.env_id, r.config, r.seed)
           for line in trajectory_lines(r, other, total)],
+        *lost_games_lines(r, total, folder),
         f"Time to a return (the first game at which the mean of the last {TRAILING} games reaches it):",
         "",
         *times,
@@ -1018,7 +1069,7 @@ def report_long(args: Args) -> int:
         "between parts. The grey band, once the curve comes near enough for it to fit: CleanRL's 10M-step mean ± 2 "
         "standard deviations.",
         "",
-        *[line for r in runs for line in long_game_section(r, total, lost)],
+        *[line for r in runs for line in long_game_section(r, total, lost, folder)],
         "### Runs and their parts",
         "",
         *runs_table,
