@@ -798,7 +798,7 @@ def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
             acts = ", ".join(f"{n} {a:.2f}" for n, a in zip(names, g["action_shares"]))
             paddle = (f"; paddle height quartiles {'/'.join(f'{q:.0f}' for q in g['paddle_y_quartiles'])}"
                       if "paddle_y_quartiles" in g else "")
-            parts.append(f"{'Games lost' if label == 'lost' else 'Other games'} ({g['games']}): {acts}; policy "
+            parts.append(f"{'Games lost' if label == 'lost' else 'Other games' if 'lost' in rp else 'All games'} ({g['games']}): {acts}; policy "
                          f"entropy {g['entropy']:.2f}{paddle}")
         returns = np.array(rp["returns"])
         lost = returns[returns < rp["lost_below"]]
