@@ -452,7 +452,8 @@ if __name__ == "__main__":
         episodes = [episode for rank_episodes, *_ in reports for episode in rank_episodes]
         stats = {key: float(np.mean([r[1][key] for r in reports])) for key in stats}  # the mean over the ranks
         y_pred, y_true = np.concatenate([r[2] for r in reports], axis=1)
-        stop.requested = max(r[3] for r in reports)  # one rank's signal stops all
+        stopping = max(r[3] for r in reports)  # one rank's signal stops all, at this iteration: a signal that comes
+        # after the gather waits for the next one, or one rank would leave while the others go on (a deadlock)
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
         lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds,
@@ -476,14 +477,15 @@ if __name__ == "__main__":
 
         # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
         due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
-        if due or stop.requested or iteration == args.num_iterations:
+        if due or stopping or iteration == args.num_iterations:
             rngs = gather_to_all(rng_state(device), info.world_size)  # every rank's RNG streams
             if rank0:
                 writer.flush()  # logged steps up to the checkpoint must be on disk before it
                 path = os.path.join(run_dir, CHECKPOINT_FILE)
                 save_checkpoint(path, state, args, iteration, global_step, rngs, recent_returns)
                 progress.write(f"checkpoint: iteration {iteration}, global step {global_step}")
-        if stop.requested:
+        if stopping:
+            stop.requested = stopping
             break
 
     progress.close()

@@ -11,6 +11,7 @@ update's equivalence with a single process is in test_multigpu_update.py.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -24,7 +25,7 @@ import psutil
 import pytest
 import torch
 import tyro
-from helpers import LOSS_TAGS, load_script, read_scalars, run_script, start_script, wait_for
+from helpers import LOSS_TAGS, REPO_ROOT, load_script, read_scalars, run_script, start_script, wait_for
 
 from benchmark.lab import rank_params
 from cleanrl_utils import distributed, resume
@@ -444,3 +445,37 @@ def test_a_rank_left_alone_gives_up_after_the_timeout(bad_runs):
     assert bad_runs.codes["alone"] != 0
     assert_error_line(bad_runs.logs["alone"], "rank 0: the process group did not form")
     assert bad_runs.elapsed < 300
+
+
+# a rank whose SIGTERM lands just after an iteration's gather (rank 0 after iteration 2's): sitecustomize wraps the
+# gather before the script imports it
+LATE_SIGNAL = """
+import os, signal
+from cleanrl_utils import distributed
+gather = distributed.gather_to_all
+calls = [0]
+def late(*args, **kwargs):
+    result = gather(*args, **kwargs)
+    calls[0] += 1
+    if os.environ.get("RANK") == "0" and calls[0] == 3:  # the start's gather, then iterations 1 and 2
+        os.kill(os.getpid(), signal.SIGTERM)
+    return result
+distributed.gather_to_all = late
+"""
+
+
+@pytest.mark.torchrun
+@pytest.mark.slow
+def test_a_signal_after_the_iterations_gather_stops_every_rank_at_the_next_one(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(LATE_SIGNAL)
+    common = TINY + QUIET + ["--total-timesteps", str(6 * TINY_BATCH), "--run-name", "late",
+                             "--checkpoint-interval", "100", "--dist-timeout", "60"]
+    result = run_script(torchrun(2) + common, cwd=tmp_path, timeout=240,
+                        env={**ENV, "PYTHONPATH": f"{hook}{os.pathsep}{REPO_ROOT}"})
+    output = result.stdout + result.stderr
+    # not one rank leaving at iteration 2 while the other goes on (a deadlock until --dist-timeout): both at 3
+    assert result.returncode != 0 and f"stopped at global step {3 * TINY_BATCH};" in output, output[-4000:]
+    assert load_checkpoint(tmp_path / "runs" / "late")["iteration"] == 3
+    assert "dist-timeout" not in output.split("stopped at global step")[1] and "lost contact" not in output
