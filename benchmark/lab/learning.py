@@ -798,8 +798,8 @@ def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
             acts = ", ".join(f"{n} {a:.2f}" for n, a in zip(names, g["action_shares"]))
             paddle = (f"; paddle height quartiles {'/'.join(f'{q:.0f}' for q in g['paddle_y_quartiles'])}"
                       if "paddle_y_quartiles" in g else "")
-            parts.append(f"{'Games lost' if label == 'lost' else 'Other games' if 'lost' in rp else 'All games'} ({g['games']}): {acts}; policy "
-                         f"entropy {g['entropy']:.2f}{paddle}")
+            which = "Games lost" if label == "lost" else "Other games" if "lost" in rp else "All games"
+            parts.append(f"{which} ({g['games']}): {acts}; policy entropy {g['entropy']:.2f}{paddle}")
         returns = np.array(rp["returns"])
         lost = returns[returns < rp["lost_below"]]
         lines.append(f"- Step {rp.get('checkpoint_step') or 0:,}, `{rp['backend']}` ({rp['machine']}): {rp['games']} "

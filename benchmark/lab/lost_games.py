@@ -124,5 +124,6 @@ def main(args: Args) -> None:
             json.dump(summary, f, indent=1)
         print(f"wrote {args.out}")
 
+
 if __name__ == "__main__":
     main(tyro.cli(Args))
