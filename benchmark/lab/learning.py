@@ -87,6 +87,7 @@ class Config:
     launcher: tuple[str, ...]
     flags: tuple[str, ...]
     seeds: tuple[int, ...]
+    env_ids: tuple[str, ...] = ()  # only these games of the profile (empty: all of them)
 
 
 PROFILES: dict[str, dict] = {
@@ -121,12 +122,15 @@ PROFILES: dict[str, dict] = {
             Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1, 2)),
         ],
     },
-    # CleanRL's benchmark at full length on one CPU machine: Breakout and Pong, 10M steps, seed 1, the fastest
-    # backend; hours per run, so it runs in parts (`--max-hours`), each resuming the last one's checkpoint
+    # CleanRL's benchmark at full length on one CPU machine: its 3 games, 10M steps, seed 1, the fastest backend,
+    # and Breakout again with --bf16 (paired with the float32 run: the same seed and command but the flag); hours per
+    # run, so it runs in parts (`--max-hours`), each resuming the last one's checkpoint
     "full-cpu": {
-        "env_ids": ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4"],
+        "env_ids": ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4", "BeamRiderNoFrameskip-v4"],
         "total_timesteps": 10_000_000,
-        "configs": [Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1,))],
+        "configs": [Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1,)),
+                    Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1,),
+                           env_ids=(ENV_ID,))],
     },
 }
 
@@ -138,7 +142,7 @@ class Args:
     `export` the runs of the profile as far as they are (partial exports of the runs in progress)"""
     profile: Literal["quick", "bf16", "full", "full-cpu"] = "quick"
     """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark
-    (a cluster's job); `full-cpu`: Breakout and Pong to 10M steps, seed 1, on this machine in parts"""
+    (a cluster's job); `full-cpu`: Breakout, Pong and BeamRider to 10M steps, seed 1 (and Breakout with --bf16), on this machine in parts"""
     max_hours: float = 0.0
     """`run`: end this part after so many hours (the run checkpoints and stops; `run` again continues it); 0: no limit"""
     runs_dir: str = "runs/learning"
@@ -196,7 +200,7 @@ def plan(args: Args) -> list[Planned]:
              f"{', '.join(c.name for c in profile['configs'])}")
     planned = [Planned(c, env_id, seed, profile["total_timesteps"])
                for env_id in profile["env_ids"] for c in profile["configs"] if not args.only or c.name in args.only
-               for seed in c.seeds]
+               if not c.env_ids or env_id in c.env_ids for seed in c.seeds]
     # seed by seed: a benchmark cut short has compared every configuration on its first seeds
     return sorted(planned, key=lambda p: p.seed)
 
