@@ -209,12 +209,16 @@ if __name__ == "__main__":
             fail(f"--capture-video: {args.env_id!r} cannot draw frames ({why}); pip install -e '.[video]'")
         fail(f"{args.env_id!r} needs a package that is not installed: {why}")
     if not isinstance(probe_env.action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id!r} has a {type(probe_env.action_space).__name__} action space; this script supports only "
-             "Discrete actions (for continuous control use a Gaussian-policy PPO such as CleanRL's "
-             "ppo_continuous_action.py)")
+        fail(
+            f"{args.env_id!r} has a {type(probe_env.action_space).__name__} action space; this script supports only "
+            "Discrete actions (for continuous control use a Gaussian-policy PPO such as CleanRL's "
+            "ppo_continuous_action.py)"
+        )
     if not isinstance(probe_env.observation_space, gym.spaces.Box):
-        fail(f"{args.env_id!r} has a {type(probe_env.observation_space).__name__} observation space; this script "
-             "needs Box (vector) observations")
+        fail(
+            f"{args.env_id!r} has a {type(probe_env.observation_space).__name__} observation space; this script "
+            "needs Box (vector) observations"
+        )
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
@@ -243,23 +247,41 @@ if __name__ == "__main__":
 
     device_text = f"cuda ({torch.cuda.get_device_name(device)})" if cuda else "cpu"
     device_text += " (no CUDA device found: runs on CPU)" if args.cuda and not cuda else ""
-    print(f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
-          f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations != 1)}, device "
-          f"{device_text}, logs in {run_dir}", flush=True)
+    print(
+        f"run {run_name}: {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
+        f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations != 1)}, device "
+        f"{device_text}, logs in {run_dir}",
+        flush=True,
+    )
     if ckpt is not None:
         print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
     elif args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps:
-        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-              f"runs {args.num_iterations * args.batch_size} steps", flush=True)
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+            f"runs {args.num_iterations * args.batch_size} steps",
+            flush=True,
+        )
     cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False)
     if args.bf16 and not (cuda_bf16 or device.type == "cpu" and torch.cpu._is_avx512_bf16_supported()):
-        print(f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
-              "than float32 here", flush=True)
+        print(
+            f"note: --bf16 on a {device.type} without native bfloat16 (AMX, AVX512-BF16, tensor cores): likely slower "
+            "than float32 here",
+            flush=True,
+        )
     if args.track:
         import wandb
 
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name, resume="allow", sync_tensorboard=True, monitor_gym=True, save_code=True)
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            config=vars(args),
+            name=run_name,
+            id=run_name,
+            resume="allow",
+            sync_tensorboard=True,
+            monitor_gym=True,
+            save_code=True,
+        )
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
     writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
     table = "\n".join([f"|{key}|{value}|" for key, value in vars(args).items()])
@@ -333,7 +355,7 @@ if __name__ == "__main__":
         # Optimizing the policy and value network
         b_inds = np.arange(args.batch_size)
         clipfracs = []
-        for epoch in range(args.update_epochs):
+        for _epoch in range(args.update_epochs):
             np.random.shuffle(b_inds)
             for start in range(0, args.batch_size, args.minibatch_size):
                 end = start + args.minibatch_size
@@ -362,7 +384,9 @@ if __name__ == "__main__":
                 newvalue = newvalue.view(-1)
                 if args.clip_vloss:
                     v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef)
+                    v_clipped = b_values[mb_inds] + torch.clamp(
+                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                    )
                     v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
                     v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
                     v_loss = 0.5 * v_loss_max.mean()
@@ -420,6 +444,10 @@ if __name__ == "__main__":
         save_model(model_path, agent, args)
         print(f"model saved to {model_path}", flush=True)
     if stop.requested:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-              f"{resume_command(args, run_name)}", file=sys.stderr, flush=True)
+        print(
+            f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+            f"{resume_command(args, run_name)}",
+            file=sys.stderr,
+            flush=True,
+        )
     sys.exit(128 + stop.requested if stop.requested else 0)

@@ -229,8 +229,14 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
             break
     numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
     v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
-    return {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "old_approx_kl": old_approx_kl,
-            "approx_kl": approx_kl, "clipfrac": float(np.mean(clipfracs))}
+    return {
+        "value_loss": v_loss,
+        "policy_loss": pg_loss,
+        "entropy": entropy_loss,
+        "old_approx_kl": old_approx_kl,
+        "approx_kl": approx_kl,
+        "clipfrac": float(np.mean(clipfracs)),
+    }
 
 
 if __name__ == "__main__":
@@ -262,9 +268,15 @@ if __name__ == "__main__":
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
     with interrupts_ignored():
-        envs = make_atari_vector_env(args.vector_env, args.env_id, args.num_envs, env_threads=env_threads,
-                                     seed=args.seed, capture_video=args.capture_video,
-                                     video_folder=os.path.join(args.runs_dir, run_name, "videos"))
+        envs = make_atari_vector_env(
+            args.vector_env,
+            args.env_id,
+            args.num_envs,
+            env_threads=env_threads,
+            seed=args.seed,
+            capture_video=args.capture_video,
+            video_folder=os.path.join(args.runs_dir, run_name, "videos"),
+        )
     agent = Agent(envs, bf16=args.bf16).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
         agent.get_action_and_value = torch.compile(agent.get_action_and_value, dynamic=False)
@@ -287,18 +299,33 @@ if __name__ == "__main__":
           f"{envpool_threads}{torch_threads} torch threads, logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    native_bf16 = (
+        torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    )
     if args.bf16 and not native_bf16:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps:
-        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-              f"runs {args.num_iterations * args.batch_size} steps", flush=True)
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+            f"runs {args.num_iterations * args.batch_size} steps",
+            flush=True,
+        )
     if ckpt is not None:
         print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
     if args.track:
         import wandb
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name, resume="allow", sync_tensorboard=True, monitor_gym=True, save_code=True)
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            config=vars(args),
+            name=run_name,
+            id=run_name,
+            resume="allow",
+            sync_tensorboard=True,
+            monitor_gym=True,
+            save_code=True,
+        )
     from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU
 
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
@@ -308,7 +335,9 @@ if __name__ == "__main__":
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
-    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
+    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(
+        device
+    )
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)
@@ -383,8 +412,11 @@ if __name__ == "__main__":
         y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-        lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds,
-               "learn": time.perf_counter() - learn_start}
+        lap = {
+            "env": env_seconds,
+            "inference": learn_start - rollout_start - env_seconds,
+            "learn": time.perf_counter() - learn_start,
+        }
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
@@ -415,8 +447,12 @@ if __name__ == "__main__":
     envs.close()
     writer.close()
     if stop.requested:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-              f"{resume_command(args, run_name)}", file=sys.stderr, flush=True)
+        print(
+            f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+            f"{resume_command(args, run_name)}",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.save_model:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)

@@ -276,8 +276,14 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
             break
     numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
     v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
-    return {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "old_approx_kl": old_approx_kl,
-            "approx_kl": approx_kl, "clipfrac": float(np.mean(clipfracs))}
+    return {
+        "value_loss": v_loss,
+        "policy_loss": pg_loss,
+        "entropy": entropy_loss,
+        "old_approx_kl": old_approx_kl,
+        "approx_kl": approx_kl,
+        "clipfrac": float(np.mean(clipfracs)),
+    }
 
 
 if __name__ == "__main__":
@@ -309,10 +315,15 @@ if __name__ == "__main__":
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
     with interrupts_ignored():
-        envs = make_atari_vector_env(args.vector_env, args.env_id, args.local_num_envs, env_threads=env_threads,
-                                     seed=args.seed + info.rank * args.local_num_envs,
-                                     capture_video=args.capture_video and rank0,
-                                     video_folder=os.path.join(args.runs_dir, run_name, "videos"))
+        envs = make_atari_vector_env(
+            args.vector_env,
+            args.env_id,
+            args.local_num_envs,
+            env_threads=env_threads,
+            seed=args.seed + info.rank * args.local_num_envs,
+            capture_video=args.capture_video and rank0,
+            video_folder=os.path.join(args.runs_dir, run_name, "videos"),
+        )
     resume = resume_command(args, run_name, info)  # the command line that continues this run
     close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (distributed.py)
     # after the envs: async env workers then fork no communication threads; sets the device too
@@ -350,19 +361,34 @@ if __name__ == "__main__":
         print_launch_notes(info)
     if args.cuda and device.type == "cpu" and rank0:
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    native_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    native_bf16 = (
+        torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    )
     if args.bf16 and not native_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps and rank0:
-        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-              f"runs {args.num_iterations * args.batch_size} steps", flush=True)
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
+            f"runs {args.num_iterations * args.batch_size} steps",
+            flush=True,
+        )
     if ckpt is not None and rank0:
         again = f" (torchrun restart {restart})" if restart else ""
         print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
     if args.track and rank0:
         import wandb
-        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, config=vars(args), name=run_name,
-                   id=run_name, resume="allow", sync_tensorboard=True, monitor_gym=True, save_code=True)
+
+        wandb.init(
+            project=args.wandb_project_name,
+            entity=args.wandb_entity,
+            config=vars(args),
+            name=run_name,
+            id=run_name,
+            resume="allow",
+            sync_tensorboard=True,
+            monitor_gym=True,
+            save_code=True,
+        )
     if rank0:
         from torch.utils.tensorboard import SummaryWriter  # imported here: it costs seconds of CPU
 
@@ -374,7 +400,9 @@ if __name__ == "__main__":
         writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
-    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(device)
+    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(
+        device
+    )
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)
@@ -456,8 +484,11 @@ if __name__ == "__main__":
         # after the gather waits for the next one, or one rank would leave while the others go on (a deadlock)
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-        lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds,
-               "learn": time.perf_counter() - learn_start}
+        lap = {
+            "env": env_seconds,
+            "inference": learn_start - rollout_start - env_seconds,
+            "learn": time.perf_counter() - learn_start,
+        }
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
@@ -490,8 +521,12 @@ if __name__ == "__main__":
 
     progress.close()
     if stop.requested and rank0:
-        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-              f"{resume_command(args, run_name, info)}", file=sys.stderr, flush=True)
+        print(
+            f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
+            f"{resume_command(args, run_name, info)}",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.save_model and rank0:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)

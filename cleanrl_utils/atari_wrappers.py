@@ -71,22 +71,37 @@ def needs_fire_reset(env: gym.Env) -> bool:
     return "FIRE" in meanings
 
 
-def make_atari_env(env_id: str, *, frame_stack: int = 4, noop_max: int = 30, episodic_life: bool = True,
-                   clip_reward: bool = True, render_mode: str | None = None, max_episode_frames: int = 108_000,
-                   video_folder: str | None = None) -> gym.Env:
+def make_atari_env(
+    env_id: str,
+    *,
+    frame_stack: int = 4,
+    noop_max: int = 30,
+    episodic_life: bool = True,
+    clip_reward: bool = True,
+    render_mode: str | None = None,
+    max_episode_frames: int = 108_000,
+    video_folder: str | None = None,
+) -> gym.Env:
     """One preprocessed Atari env; the emulator stops a game at ``max_episode_frames`` (30 minutes of play, as on every
     backend); with ``video_folder``, whole games are recorded there (``RecordVideo``, needs moviepy)."""
     import ale_py
+
     gym.register_envs(ale_py)
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr for every emulator
-    env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=max_episode_frames,
-                   render_mode="rgb_array" if video_folder else render_mode, obs_type="ram")
+    env = gym.make(
+        env_id,
+        frameskip=1,
+        max_num_frames_per_episode=max_episode_frames,
+        render_mode="rgb_array" if video_folder else render_mode,
+        obs_type="ram",
+    )
     # AtariPreprocessing reads the screens it pools from the emulator itself: the env returns its 128-byte RAM, not an
     # RGB screen nobody reads (docs/throughput.md); the screen's space stays declared, for AtariPreprocessing's buffers
     height, width = env.unwrapped.ale.getScreenDims()
     env.observation_space = gym.spaces.Box(0, 255, (height, width, 3), np.uint8)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=4, screen_size=84,
-                                          terminal_on_life_loss=False, grayscale_obs=True)
+    env = gym.wrappers.AtariPreprocessing(
+        env, noop_max=noop_max, frame_skip=4, screen_size=84, terminal_on_life_loss=False, grayscale_obs=True
+    )
     env = gym.wrappers.RecordEpisodeStatistics(env)
     env = EpisodeFramesEnv(env)
     if video_folder:  # below EpisodicLifeEnv, so that a video is a whole game

@@ -245,8 +245,10 @@ def resume_command(args, run_name: str, info: DistInfo) -> str:
     nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // per_node)
     if nodes == 1:
         return f"torchrun --standalone --nnodes=1 --nproc_per_node={per_node} {command}"
-    return (f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT "
-            f"{command} (on every node)")
+    return (
+        f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT "
+        f"{command} (on every node)"
+    )
 
 
 def restore_rng(ckpt: dict, info: DistInfo, seed: int, device: torch.device) -> None:
@@ -309,8 +311,12 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
             sys.excepthook = _on_exception
 
 
-NCCL_ERROR_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                        "NCCL_ASYNC_ERROR_HANDLING")
+NCCL_ERROR_VARIABLES = (
+    "TORCH_NCCL_BLOCKING_WAIT",
+    "NCCL_BLOCKING_WAIT",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_ASYNC_ERROR_HANDLING",
+)
 """how ProcessGroupNCCL handles a failed collective (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp): set by the
 user, they are left as they are"""
 
@@ -390,9 +396,11 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "-
         if isinstance(exc, KeyboardInterrupt):  # before the script's own Ctrl-C handling is in place
             exc = SystemExit(f"\nrank {info.rank}: interrupted; the last checkpoint is kept")
         elif is_dist_error(exc):
-            exc = SystemExit(f"error: rank {info.rank}: lost contact with the other ranks "
-                             f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
-                             f"resume with: {hint}")
+            exc = SystemExit(
+                f"error: rank {info.rank}: lost contact with the other ranks "
+                f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
+                f"resume with: {hint}"
+            )
         elif (full := resume.full_disk(exc)) is not None:
             exc = SystemExit(resume.full_disk_line(full, hint))
         clean_up(failing=True)

@@ -51,11 +51,31 @@ class Args:
 # Logged hyperparameters that do not make two runs different experiments: the seed, names and paths, logging
 # and bookkeeping switches, and sizes computed from other flags (they differ only when those do). Everything else
 # that differs between runs of one script splits them into groups.
-NOT_CONFIGURATION = frozenset({
-    "seed", "exp_name", "env_id", "run_name", "runs_dir", "track", "wandb_project_name", "wandb_entity",
-    "capture_video", "save_model", "progress_bar", "checkpoint_interval", "resume", "dist_timeout", "rank",
-    "local_rank", "batch_size", "minibatch_size", "num_iterations", "local_batch_size", "local_minibatch_size",
-})
+NOT_CONFIGURATION = frozenset(
+    {
+        "seed",
+        "exp_name",
+        "env_id",
+        "run_name",
+        "runs_dir",
+        "track",
+        "wandb_project_name",
+        "wandb_entity",
+        "capture_video",
+        "save_model",
+        "progress_bar",
+        "checkpoint_interval",
+        "resume",
+        "dist_timeout",
+        "rank",
+        "local_rank",
+        "batch_size",
+        "minibatch_size",
+        "num_iterations",
+        "local_batch_size",
+        "local_minibatch_size",
+    }
+)
 
 
 @dataclass
@@ -261,8 +281,10 @@ def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
         ax.set_visible(False)
     for i, env_id in enumerate(env_ids):
         row, col = 2 * (i // ncols), i % ncols
-        for ax, x, axis_label in ((axes[row, col], "steps", "global step"),
-                                  (axes[row + 1, col], "times", "wall-clock time (s)")):
+        for ax, x, axis_label in (
+            (axes[row, col], "steps", "global step"),
+            (axes[row + 1, col], "times", "wall-clock time (s)"),
+        ):
             ax.set_visible(True)
             for label in labels:
                 runs = groups.get((env_id, label))
@@ -288,8 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv)
     if not args.run_dirs:
         fail("no run directories: pass --run-dirs runs (the --runs-dir the scripts wrote to)")
-    for name, value in (("last-episodes", args.last_episodes), ("smoothing-window", args.smoothing_window),
-                        ("num-points", args.num_points)):
+    for name, value in (
+        ("last-episodes", args.last_episodes),
+        ("smoothing-window", args.smoothing_window),
+        ("num-points", args.num_points),
+    ):
         if value <= 0:
             fail(f"--{name} must be positive, got {value}")
     for name in args.exp_names:  # a run's exp name is a folder name: another can match no run

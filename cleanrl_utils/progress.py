@@ -17,16 +17,31 @@ def format_duration(seconds: float) -> str:
 class Progress:
     """Steps done out of `total`; `update` after every iteration. Shows nothing when not `enabled` (other ranks)."""
 
-    def __init__(self, total: int, initial: int = 0, enabled: bool = True, bar: bool = True, interval: float = 30.0,
-                 out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int,
+        initial: int = 0,
+        enabled: bool = True,
+        bar: bool = True,
+        interval: float = 30.0,
+        out: TextIO = sys.stdout,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.total, self.initial, self.steps = total, initial, initial
         self.out, self.clock, self.interval = out, clock, interval
         self.start, self.last_line = clock(), -float("inf")
         on_terminal = bar and out.isatty()
         self.lines = enabled and not on_terminal
         # tqdm's bar with the script's SPS and ETA in place of tqdm's own rate and remaining time
-        self.bar = tqdm(total=total, initial=initial, unit="step", disable=not (enabled and on_terminal), file=out,
-                        dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+        self.bar = tqdm(
+            total=total,
+            initial=initial,
+            unit="step",
+            disable=not (enabled and on_terminal),
+            file=out,
+            dynamic_ncols=True,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+        )
 
     def update(self, steps: int, sps: int, recent_returns: list[float]) -> None:
         self.steps += steps
@@ -37,8 +52,12 @@ class Progress:
         self.bar.update(steps)
         self.bar.set_postfix({"SPS": sps, "ret": ret, "ETA": eta})  # a dict: in this order (kwargs are sorted)
         if self.lines and (now - self.last_line >= self.interval or self.steps >= self.total):
-            print(f"global_step={self.steps}/{self.total} ({100 * self.steps / max(self.total, 1):.0f}%), SPS: {sps}, "
-                  f"return: {ret}, ETA: {eta}", file=self.out, flush=True)
+            print(
+                f"global_step={self.steps}/{self.total} ({100 * self.steps / max(self.total, 1):.0f}%), SPS: {sps}, "
+                f"return: {ret}, ETA: {eta}",
+                file=self.out,
+                flush=True,
+            )
             self.last_line = now
 
     def write(self, line: str) -> None:

@@ -27,10 +27,28 @@ CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2  # 2: the script's `state` dict; 1 (older versions): the agent and optimizer only
 RESUME_MODES = ("no", "yes", "auto")
 # What a resume may change (listed in the scripts' --resume help); every other flag keeps the run's stored value.
-MAY_CHANGE_ON_RESUME = frozenset({"total_timesteps", "checkpoint_interval", "progress_bar", "track", "wandb_entity",
-                                  "wandb_project_name", "capture_video", "save_model", "vector_env", "env_threads",
-                                  "torch_threads", "compile", "bf16", "cuda", "backend", "device_ids", "dist_timeout",
-                                  "local_num_envs"})
+MAY_CHANGE_ON_RESUME = frozenset(
+    {
+        "total_timesteps",
+        "checkpoint_interval",
+        "progress_bar",
+        "track",
+        "wandb_entity",
+        "wandb_project_name",
+        "capture_video",
+        "save_model",
+        "vector_env",
+        "env_threads",
+        "torch_threads",
+        "compile",
+        "bf16",
+        "cuda",
+        "backend",
+        "device_ids",
+        "dist_timeout",
+        "local_num_envs",
+    }
+)
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
 RUN_DIR = ""  # this process's run folder (`start_run` sets it), for `full_disk_line`
 
@@ -41,16 +59,26 @@ def _resume_mode(words: list[str]) -> str:
     return words[0] if words else "yes"
 
 
-ResumeMode = Annotated[str, tyro.constructors.PrimitiveConstructorSpec(
-    nargs=(0, 1), metavar="[auto]", instance_from_str=_resume_mode, is_instance=lambda v: v in RESUME_MODES,
-    str_from_instance=lambda v: [v])]
+ResumeMode = Annotated[
+    str,
+    tyro.constructors.PrimitiveConstructorSpec(
+        nargs=(0, 1),
+        metavar="[auto]",
+        instance_from_str=_resume_mode,
+        is_instance=lambda v: v in RESUME_MODES,
+        str_from_instance=lambda v: [v],
+    ),
+]
 
 
 def rng_state(device: torch.device) -> dict:
     """This process's RNG states (python, numpy, torch, cuda)."""
     name, keys, *rest = np.random.get_state()
-    state = {"python": random.getstate(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), *rest),
-             "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), *rest),
+        "torch": torch.get_rng_state(),
+    }
     if device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(device)
     return state
@@ -67,8 +95,12 @@ def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume",
-                other: str = "put that right, then resume with --resume") -> None:
+def atomic_save(
+    obj: dict,
+    path: str,
+    fix: str = "free some space, then resume with --resume",
+    other: str = "put that right, then resume with --resume",
+) -> None:
     """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line."""
     data = io.BytesIO()
     torch.save(obj, data)
@@ -95,23 +127,37 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
     for name, value in state.items():
         stepped = value.param_groups if isinstance(value, torch.optim.Optimizer) else []
         if any(id(p) not in saved for group in stepped for p in group["params"]):
-            fail(f"the optimizer {name!r} in the checkpoint's state steps parameters of a network that is not in "
-                 "it: add that network to the script's `state` dict, so that a resume gets it back")
-    atomic_save({
-        "format": CHECKPOINT_FORMAT, "env_id": args.env_id, "exp_name": args.exp_name,
-        "batch_size": args.batch_size, "world_size": len(rngs), "iteration": iteration, "global_step": global_step,
-        "state": {k: v if isinstance(v, torch.Tensor) else v.state_dict() for k, v in state.items()},
-        "rng": rngs, "recent_returns": list(recent_returns),
-        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()},
-    }, path)
+            fail(
+                f"the optimizer {name!r} in the checkpoint's state steps parameters of a network that is not in "
+                "it: add that network to the script's `state` dict, so that a resume gets it back"
+            )
+    atomic_save(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "env_id": args.env_id,
+            "exp_name": args.exp_name,
+            "batch_size": args.batch_size,
+            "world_size": len(rngs),
+            "iteration": iteration,
+            "global_step": global_step,
+            "state": {k: v if isinstance(v, torch.Tensor) else v.state_dict() for k, v in state.items()},
+            "rng": rngs,
+            "recent_returns": list(recent_returns),
+            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()},
+        },
+        path,
+    )
 
 
 def save_model(path: str, agent: torch.nn.Module, args) -> None:
     """Weights plus what is needed to rebuild and check the agent (cleanrl_utils/evals/ppo_eval.py reads it)."""
-    atomic_save({"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}, path,
-                f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights, and "
-                "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",
-                f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights")
+    atomic_save(
+        {"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name},
+        path,
+        f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights, and "
+        "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",
+        f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights",
+    )
 
 
 def first_sentence(exc: BaseException, most: int = 300) -> str:
@@ -127,8 +173,10 @@ def read_checkpoint(path: str, script: str) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
-        fail(f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is corrupt (cut short by a full disk?) or "
-             "not from this script: remove it, or move it away to start the run anew")
+        fail(
+            f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is corrupt (cut short by a full disk?) or "
+            "not from this script: remove it, or move it away to start the run anew"
+        )
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "state" not in ckpt:
         fail(f"{path} is not a checkpoint of {os.path.basename(script)} (format {CHECKPOINT_FORMAT}); remove it")
     return ckpt
@@ -139,18 +187,24 @@ def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict
     if ckpt.get("env_id") != args.env_id:
         fail(f"the checkpoint {path} was made for {ckpt.get('env_id')}, not --env-id {args.env_id}")
     if ckpt.get("batch_size") != args.batch_size:
-        fail(f"the checkpoint {path} is of a run with batch {ckpt.get('batch_size')}, this one has {args.batch_size}: "
-             "resume with the same --num-envs and --num-steps")
+        fail(
+            f"the checkpoint {path} is of a run with batch {ckpt.get('batch_size')}, this one has {args.batch_size}: "
+            "resume with the same --num-envs and --num-steps"
+        )
     if missing := sorted(set(state) - set(ckpt["state"])):
-        fail(f"the checkpoint {path} has no {', '.join(missing)} (it holds {', '.join(ckpt['state'])}): the script's "
-             "`state` dict changed since the run started; start a new run with another --run-name")
+        fail(
+            f"the checkpoint {path} has no {', '.join(missing)} (it holds {', '.join(ckpt['state'])}): the script's "
+            "`state` dict changed since the run started; start a new run with another --run-name"
+        )
     for key, network in ((k, v) for k, v in state.items() if isinstance(v, torch.nn.Module)):
         own, theirs = network.state_dict(), ckpt["state"][key]
         for name in sorted(set(own) | set(theirs)):
             mine, other = (tuple(d[name].shape) if name in d else None for d in (own, theirs))
             if mine != other:
-                fail(f"the checkpoint {path} holds another network architecture than this script's {key} for "
-                     f"{args.env_id} (parameter {name}: {other} in the checkpoint, {mine} here)")
+                fail(
+                    f"the checkpoint {path} holds another network architecture than this script's {key} for "
+                    f"{args.env_id} (parameter {name}: {other} in the checkpoint, {mine} here)"
+                )
     return ckpt
 
 
@@ -198,9 +252,11 @@ def full_disk_line(err: OSError, command: str) -> str:
     """The error line of a run that a full disk (`err`) stopped; `command` resumes it."""
     folder = os.path.abspath(os.path.dirname(err.filename) if isinstance(err.filename, str) else RUN_DIR)
     free = shutil.disk_usage(folder).free / 2**20
-    fix = (f"its last checkpoint is kept: free some space, then resume with: {command}"
-           if os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE)) else
-           "it has no checkpoint yet: free some space, then start it again")
+    fix = (
+        f"its last checkpoint is kept: free some space, then resume with: {command}"
+        if os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE))
+        else "it has no checkpoint yet: free some space, then start it again"
+    )
     return f"error: no space left on the disk of {folder} ({free:.0f} MiB free), so the run stopped; {fix}"
 
 
@@ -251,41 +307,58 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if not os.path.exists(path):
         if args.resume == "yes" and args.run_name is None:
-            fail(f"--resume found no run to continue: no folder {args.env_id}__{args.exp_name}__{args.seed}"
-                 f"[__TIME] with a checkpoint in {args.runs_dir}; name the run with --run-name, or check --runs-dir")
+            fail(
+                f"--resume found no run to continue: no folder {args.env_id}__{args.exp_name}__{args.seed}"
+                f"[__TIME] with a checkpoint in {args.runs_dir}; name the run with --run-name, or check --runs-dir"
+            )
         if args.resume == "yes":
-            fail(f"no checkpoint to resume in {run_dir}: check --run-name and --runs-dir, or use --resume auto "
-                 "(resume if there is a checkpoint, else start)")
+            fail(
+                f"no checkpoint to resume in {run_dir}: check --run-name and --runs-dir, or use --resume auto "
+                "(resume if there is a checkpoint, else start)"
+            )
         if args.resume == "auto":
             print(f"note: no checkpoint in {run_dir} yet: starting the run", flush=True)
         return args, run_name, None
     if args.resume == "no":
-        fail(f"{run_dir} already has a checkpoint: pass --resume to continue it (`{resume_command(args, run_name)}`), "
-             "or another --run-name")
+        fail(
+            f"{run_dir} already has a checkpoint: pass --resume to continue it (`{resume_command(args, run_name)}`), "
+            "or another --run-name"
+        )
     ckpt = read_checkpoint(path, script)
     # parsed again with the stored settings as defaults: a flag given another value is refused unless it may change
     stored = ckpt.get("settings") or {}
     kept = {f.name: stored[f.name] for f in dataclasses.fields(args_type) if f.name in stored.keys() - RUN_IDENTITY}
     args = tyro.cli(args_type, args=argv, default=args_type(**kept))
-    changed = [(name, f"{flag_text(name, getattr(args, name))} (the run has {flag_text(name, old)})")
-               for name, old in kept.items() if getattr(args, name) != old]
+    changed = [
+        (name, f"{flag_text(name, getattr(args, name))} (the run has {flag_text(name, old)})")
+        for name, old in kept.items()
+        if getattr(args, name) != old
+    ]
     if refused := [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]:
-        fail(f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
-             "new run with another --run-name (in a cleanrl_utils.launch.benchmark sweep: another --exp-name; what may "
-             "change on a resume is listed under --resume in --help)")
+        fail(
+            f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
+            "new run with another --run-name (in a cleanrl_utils.launch.benchmark sweep: another --exp-name; what may "
+            "change on a resume is listed under --resume in --help)"
+        )
     for _, note in changed:  # each a flag that a resume may change
         print(f"note: resuming with {note}", flush=True)
     iteration, batch_size, total = ckpt["iteration"], ckpt["batch_size"], args.total_timesteps
     if iteration >= total // batch_size:
-        print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
-              "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
-              "cleanrl_utils.launch.benchmark sweep, another --exp-name)", flush=True)
+        print(
+            f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
+            "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
+            "cleanrl_utils.launch.benchmark sweep, another --exp-name)",
+            flush=True,
+        )
         sys.exit(0)
     old_total = stored.get("total_timesteps", total)
     if args.anneal_lr and old_total != total:  # the learning rate now anneals to 0 at the new total
         old_lr, new_lr = ((1.0 - iteration / (t // batch_size)) * args.learning_rate for t in (old_total, total))
-        print(f"note: the learning rate now anneals to 0 at step {total // batch_size * batch_size}: it continues as "
-              f"in a run started with --total-timesteps {total} ({old_lr:.3g} -> {new_lr:.3g})", flush=True)
+        print(
+            f"note: the learning rate now anneals to 0 at step {total // batch_size * batch_size}: it continues as "
+            f"in a run started with --total-timesteps {total} ({old_lr:.3g} -> {new_lr:.3g})",
+            flush=True,
+        )
     return args, run_name, ckpt
 
 
@@ -300,8 +373,10 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
         os.remove(probe)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            fail(f"the disk of the run directory {run_dir!r} is full: free some space (a checkpoint of the Atari "
-                 "scripts takes about 20 MiB), or pass another --runs-dir")
+            fail(
+                f"the disk of the run directory {run_dir!r} is full: free some space (a checkpoint of the Atari "
+                "scripts takes about 20 MiB), or pass another --runs-dir"
+            )
         fail(f"cannot write the run directory {run_dir!r} ({exc.strerror}); pass a writable --runs-dir")
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     return run_dir, None if ckpt is None else check_checkpoint(ckpt, path, state, args)
@@ -324,8 +399,9 @@ class StopSignals:
         if not self.requested:
             self.requested, self.at = signum, time.time()
             if self.say:
-                print("\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr,
-                      flush=True)
+                print(
+                    "\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr, flush=True
+                )
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ chain, ``ale``/``envpool``: C++ pools), one contract, checked on the emulator by
   ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by ``infos["final_info"]["_episode"]``;
 - ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool).
 """
+
 import functools
 import importlib.util
 import time
@@ -34,6 +35,7 @@ MAX_SERVE_ROUNDS = 4  # games that end during their own serve, in a row (never s
 def ale_game(env_id: str) -> str:
     """The ROM name (``breakout``) of a registered ALE id (``BreakoutNoFrameskip-v4``, ``ALE/Breakout-v5``)."""
     import ale_py
+
     gym.register_envs(ale_py)
     return gym.registry[env_id].kwargs["game"]
 
@@ -123,8 +125,9 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         self._start[over] = now
         obs[over], lives[over], self._frames[over] = self._pool_reset(np.flatnonzero(over), None)
 
-    def _serve(self, obs: np.ndarray, lives: np.ndarray, new_game: np.ndarray, life_lost: np.ndarray,
-               stats: dict[str, Any]) -> None:
+    def _serve(
+        self, obs: np.ndarray, lives: np.ndarray, new_game: np.ndarray, life_lost: np.ndarray, stats: dict[str, Any]
+    ) -> None:
         """The serve (module docstring) of the envs ``new_game`` and ``life_lost``, in place in ``obs`` and ``lives``:
         its points and frames count in the game, not in the reward; a game it ends is reset and served again."""
         noop, serve = life_lost, new_game | life_lost
@@ -152,14 +155,26 @@ class AleVectorEnv(NativeAtariVectorEnv):
 
     def __init__(self, env_id: str, num_envs: int, noop_max: int = 30):
         from ale_py.vector_env import AtariVectorEnv
+
         spec = gym.registry[env_id].kwargs
-        self.pools = [AtariVectorEnv(
-            ale_game(env_id), 1, num_threads=1, frameskip=FRAME_SKIP, noop_max=noop_max,
-            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,  # the adapter resets, at once
-            repeat_action_probability=spec.get("repeat_action_probability", 0.0),
-            full_action_space=spec.get("full_action_space", False), max_num_frames_per_episode=MAX_EPISODE_FRAMES,
-            episodic_life=False, life_loss_info=False, reward_clipping=False, use_fire_reset=False,  # done here
-        ) for _ in range(num_envs)]
+        self.pools = [
+            AtariVectorEnv(
+                ale_game(env_id),
+                1,
+                num_threads=1,
+                frameskip=FRAME_SKIP,
+                noop_max=noop_max,
+                autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,  # the adapter resets, at once
+                repeat_action_probability=spec.get("repeat_action_probability", 0.0),
+                full_action_space=spec.get("full_action_space", False),
+                max_num_frames_per_episode=MAX_EPISODE_FRAMES,
+                episodic_life=False,
+                life_loss_info=False,
+                reward_clipping=False,
+                use_fire_reset=False,  # done here
+            )
+            for _ in range(num_envs)
+        ]
         super().__init__(env_id, num_envs, self.pools[0].single_action_space.n)
 
     @staticmethod
@@ -190,18 +205,31 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
 
     def __init__(self, env_id: str, num_envs: int, num_threads: int = 0, noop_max: int = 30, seed: int = 0):
         import envpool
+
         task = "".join(part.capitalize() for part in ale_game(env_id).split("_")) + "-v5"  # Breakout-v5
         known = {t.lower(): t for t in envpool.list_all_envs()}
         if task.lower() not in known:
             fail(f"EnvPool has no Atari task for {env_id!r} (looked for {task}); use --vector-env ale")
         spec = gym.registry[env_id].kwargs
         self._make = functools.partial(
-            envpool.make, task_id=known[task.lower()], env_type="gymnasium", num_envs=num_envs, num_threads=num_threads,
+            envpool.make,
+            task_id=known[task.lower()],
+            env_type="gymnasium",
+            num_envs=num_envs,
+            num_threads=num_threads,
             noop_max=max(noop_max, 1),  # EnvPool draws 1 to noop_max no-op frames (without its FIRE reset)
             repeat_action_probability=spec.get("repeat_action_probability", 0.0),
-            full_action_space=spec.get("full_action_space", False), max_episode_steps=MAX_EPISODE_FRAMES // FRAME_SKIP,
-            episodic_life=False, reward_clip=False, use_fire_reset=False,  # done here
-            stack_num=4, img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True)  # the chain's frames
+            full_action_space=spec.get("full_action_space", False),
+            max_episode_steps=MAX_EPISODE_FRAMES // FRAME_SKIP,
+            episodic_life=False,
+            reward_clip=False,
+            use_fire_reset=False,  # done here
+            stack_num=4,
+            img_height=84,
+            img_width=84,
+            gray_scale=True,
+            use_inter_area_resize=True,
+        )  # the chain's frames
         self.pool = self._make(seed=seed)  # env i gets seed + i
         self._unused_seed: int | None = seed  # a reset with this seed needs no new pool
         super().__init__(env_id, num_envs, self.pool.single_action_space.n)
@@ -233,9 +261,17 @@ def envpool_available() -> bool:
     return importlib.util.find_spec("envpool") is not None  # the optional extra
 
 
-def make_atari_vector_env(backend: str, env_id: str, num_envs: int, *, env_threads: int = 0, seed: int = 0,
-                          capture_video: bool = False, video_folder: str = "videos",
-                          noop_max: int = 30) -> gym.vector.VectorEnv:
+def make_atari_vector_env(
+    backend: str,
+    env_id: str,
+    num_envs: int,
+    *,
+    env_threads: int = 0,
+    seed: int = 0,
+    capture_video: bool = False,
+    video_folder: str = "videos",
+    noop_max: int = 30,
+) -> gym.vector.VectorEnv:
     """``num_envs`` Atari envs on ``backend``; ``env_threads``: EnvPool's C++ threads (0: one per core; ale-py runs one
     per env); ``seed``: EnvPool's (``reset(seed=...)`` seeds every backend); env 0 may record to ``video_folder``."""
     check_backend(backend, num_envs, capture_video=capture_video)

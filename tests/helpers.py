@@ -46,10 +46,7 @@ def _command(args: Sequence[str], env: Mapping[str, str] | None) -> tuple[list[s
 
 
 def run_script(
-    args: Sequence[str],
-    cwd: str | os.PathLike[str],
-    timeout: float,
-    env: Mapping[str, str] | None = None,
+    args: Sequence[str], cwd: str | os.PathLike[str], timeout: float, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python ARGS...`` (this interpreter) in ``cwd``, capturing text stdout/stderr.
 
@@ -58,14 +55,7 @@ def run_script(
     even when the project is not pip-installed. ``env`` entries are added to (and override) the current environment.
     """
     command, full_env = _command(args, env)
-    return subprocess.run(
-        command,
-        cwd=str(cwd),
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return subprocess.run(command, cwd=str(cwd), env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
 def start_script(
@@ -146,8 +136,14 @@ def wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> s
     raise AssertionError(f"{text!r} not printed within {timeout} s")
 
 
-def stop_after(args: Sequence[str], cwd: str | os.PathLike[str], log: Path, text: str,
-               env: Mapping[str, str] | None = None, signum: int = signal.SIGTERM) -> tuple[int, str]:
+def stop_after(
+    args: Sequence[str],
+    cwd: str | os.PathLike[str],
+    log: Path,
+    text: str,
+    env: Mapping[str, str] | None = None,
+    signum: int = signal.SIGTERM,
+) -> tuple[int, str]:
     """Start ``python ARGS...``, send it `signum` once its output shows `text`, and return (exit code, output)."""
     proc = start_script(args, cwd, log, env=env)
     try:

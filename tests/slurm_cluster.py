@@ -180,11 +180,20 @@ def _start_daemons(cluster: SlurmCluster, key: Path) -> None:
     root, conf = cluster.root, cluster.conf_path
     sbin = lambda name: shutil.which(name) or f"/usr/sbin/{name}"  # noqa: E731
     sock = root / "munge" / "munge.socket.2"
-    _start(cluster, "munged", [
-        sbin("munged"), "--foreground", "--force", f"--socket={sock}", f"--key-file={key}",
-        f"--pid-file={root / 'run' / 'munged.pid'}", f"--log-file={root / 'log' / 'munged.log'}",
-        f"--seed-file={root / 'munge-key' / 'munged.seed'}",
-    ])
+    _start(
+        cluster,
+        "munged",
+        [
+            sbin("munged"),
+            "--foreground",
+            "--force",
+            f"--socket={sock}",
+            f"--key-file={key}",
+            f"--pid-file={root / 'run' / 'munged.pid'}",
+            f"--log-file={root / 'log' / 'munged.log'}",
+            f"--seed-file={root / 'munge-key' / 'munged.seed'}",
+        ],
+    )
     _wait_for(cluster, "the munge socket", sock.exists, timeout=20)
     _start(cluster, "slurmctld", [sbin("slurmctld"), "-D", "-i", "-f", str(conf)])
     _wait_for(cluster, "slurmctld", lambda: cluster.run("scontrol", "ping").returncode == 0)
@@ -200,7 +209,7 @@ def stop_cluster(cluster: SlurmCluster) -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and cluster.run("squeue", "-h").stdout.strip():
             time.sleep(0.5)
-    for name, proc in reversed(list(cluster.procs.items())):
+    for _name, proc in reversed(list(cluster.procs.items())):
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

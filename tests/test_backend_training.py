@@ -32,8 +32,12 @@ runpy.run_path("cleanrl/ppo_atari.py", run_name="__main__")
 
 def logged(backend: str, noop_max: int, workdir) -> dict[str, list[tuple[int, float]]]:
     runs = workdir / backend
-    result = run_script(["-c", LAUNCH, str(noop_max), *RUN, "--vector-env", backend, "--runs-dir", str(runs)],
-                        cwd=REPO_ROOT, timeout=600, env={"OMP_NUM_THREADS": "1"})
+    result = run_script(
+        ["-c", LAUNCH, str(noop_max), *RUN, "--vector-env", backend, "--runs-dir", str(runs)],
+        cwd=REPO_ROOT,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run_dir(runs)
     return {tag: read_scalars(run_dir, tag) for tag in [*LOSS_TAGS, "charts/episodic_return"]}

@@ -33,8 +33,22 @@ def summary_rows(stdout: str) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
     command = f"{PPO} {TINY} --runs-dir runs"
-    res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "Acrobot-v1", "--num-seeds", "2", "--workers", "2",
-                      "--command", command], cwd=tmp_path, timeout=400)
+    res = run_script(
+        [
+            BENCHMARK,
+            "--env-ids",
+            "CartPole-v1",
+            "Acrobot-v1",
+            "--num-seeds",
+            "2",
+            "--workers",
+            "2",
+            "--command",
+            command,
+        ],
+        cwd=tmp_path,
+        timeout=400,
+    )
     assert res.returncode == 0, res.stderr
 
     rows = summary_rows(res.stdout)
@@ -49,7 +63,8 @@ def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
             # each run has a fixed name (started again, the grid resumes it)
             run_name = f"{env}__ppo__{seed}"
             assert text.splitlines()[0] == (
-                f"$ {command} --env-id {env} --seed {seed} --run-name {run_name} --resume auto")
+                f"$ {command} --env-id {env} --seed {seed} --run-name {run_name} --resume auto"
+            )
             assert "global_step=512" in text
             assert (tmp_path / "runs" / run_name / "checkpoint.pt").is_file(), f"no checkpoint for {log}"
     assert len(list((tmp_path / "runs").iterdir())) == 4
@@ -63,15 +78,28 @@ def test_runs_grid_two_at_a_time_with_logs_and_summary(tmp_path):
 
 @pytest.mark.slow
 def test_failing_run_makes_runner_exit_nonzero_and_names_it(tmp_path):
-    res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "NoSuchEnv-v0", "--num-seeds", "1", "--workers", "2",
-                      "--command", f"{PPO} --total-timesteps 128 --num-envs 2 --num-steps 64 --no-progress-bar"],
-                     cwd=tmp_path, timeout=300)
+    res = run_script(
+        [
+            BENCHMARK,
+            "--env-ids",
+            "CartPole-v1",
+            "NoSuchEnv-v0",
+            "--num-seeds",
+            "1",
+            "--workers",
+            "2",
+            "--command",
+            f"{PPO} --total-timesteps 128 --num-envs 2 --num-steps 64 --no-progress-bar",
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert res.returncode != 0
     rows = summary_rows(res.stdout)
     assert rows["CartPole-v1 seed 1"][0] == "0"
     assert rows["NoSuchEnv-v0 seed 1"][0] == "1"
     # the failure is named with its exit code and the tail of its log (where the script's own error is)
-    failure = res.stderr[res.stderr.index("FAILED NoSuchEnv-v0 seed 1 (exit code 1)"):]
+    failure = res.stderr[res.stderr.index("FAILED NoSuchEnv-v0 seed 1 (exit code 1)") :]
     assert "last lines of benchmark_logs/ppo__NoSuchEnv-v0__1.log" in failure
     assert "error: unknown environment id 'NoSuchEnv-v0'" in failure
     assert res.stderr.strip().splitlines()[-1] == "error: 1 of 2 runs failed: NoSuchEnv-v0 seed 1"
@@ -79,8 +107,22 @@ def test_failing_run_makes_runner_exit_nonzero_and_names_it(tmp_path):
 
 
 def test_workers_zero_prints_the_exact_commands(tmp_path):
-    res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "ALE/Breakout-v5", "--num-seeds", "2",
-                      "--start-seed", "7", "--command", "python cleanrl/ppo.py --num-envs 4"], cwd=tmp_path, timeout=60)
+    res = run_script(
+        [
+            BENCHMARK,
+            "--env-ids",
+            "CartPole-v1",
+            "ALE/Breakout-v5",
+            "--num-seeds",
+            "2",
+            "--start-seed",
+            "7",
+            "--command",
+            "python cleanrl/ppo.py --num-envs 4",
+        ],
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     resume = "--run-name {}__ppo__{} --resume auto"  # ppo.py continues runs: a fixed run name ("/" left out)
     assert res.stdout.splitlines() == [
@@ -98,54 +140,102 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         (["--command", "python cleanrl/ppo.py"], "no environment ids"),
         (["--env-ids", "CartPole-v1", "--command", "x", "--num-seeds", "0"], "--num-seeds must be positive"),
         (["--env-ids", "CartPole-v1", "--command", "python 'cleanrl/ppo.py"], "--command is not valid shell syntax"),
-        (["--env-ids", "CartPole-v1", "--command", "x", "--slurm-template-path", "nope.template"],
-         "Slurm template 'nope.template' not found"),
-        (["--env-ids", "CartPole-v1", "--command", "x", "--workers", "1", "--log-dir", "/etc/hostname/logs"],
-         "cannot create --log-dir '/etc/hostname/logs'"),
+        (
+            ["--env-ids", "CartPole-v1", "--command", "x", "--slurm-template-path", "nope.template"],
+            "Slurm template 'nope.template' not found",
+        ),
+        (
+            ["--env-ids", "CartPole-v1", "--command", "x", "--workers", "1", "--log-dir", "/etc/hostname/logs"],
+            "cannot create --log-dir '/etc/hostname/logs'",
+        ),
     ]
     for argv, message in cases:
         assert_one_line_error(run_script([BENCHMARK, *argv], cwd=tmp_path, timeout=60), message)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--command", f"{PPO} --exp-name a/b"], "--exp-name 'a/b' is not a folder name: a run is one folder inside"),
-    (["--command", f"{PPO} --exp-name=../x"], "--exp-name '../x' is not a folder name"),
-    (["--command", f"{PPO} --exp-name .."], "--exp-name '..' is not a folder name"),
-    (["--command", f"{PPO} --run-name x"], "--command must not set --run-name: each run is named"),
-    (["--command", f"{PPO} --seed 3"], "--command must not set --seed"),
-    (["--command", f"{PPO} --env-id=Acrobot-v1"], "--command must not set --env-id: the env ids come from --env-ids"),
-    (["--command", "./train.sh --run-name ../../x"], "--run-name '../../x' is not a folder name"),
-    (["--command", PPO, "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
-      "--slurm-job-name", "../../x"], "--slurm-job-name '../../x' is not a folder name: it names the sbatch script"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--command", f"{PPO} --exp-name a/b"], "--exp-name 'a/b' is not a folder name: a run is one folder inside"),
+        (["--command", f"{PPO} --exp-name=../x"], "--exp-name '../x' is not a folder name"),
+        (["--command", f"{PPO} --exp-name .."], "--exp-name '..' is not a folder name"),
+        (["--command", f"{PPO} --run-name x"], "--command must not set --run-name: each run is named"),
+        (["--command", f"{PPO} --seed 3"], "--command must not set --seed"),
+        (
+            ["--command", f"{PPO} --env-id=Acrobot-v1"],
+            "--command must not set --env-id: the env ids come from --env-ids",
+        ),
+        (["--command", "./train.sh --run-name ../../x"], "--run-name '../../x' is not a folder name"),
+        (
+            [
+                "--command",
+                PPO,
+                "--slurm-template-path",
+                str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
+                "--slurm-job-name",
+                "../../x",
+            ],
+            "--slurm-job-name '../../x' is not a folder name: it names the sbatch script",
+        ),
+    ],
+)
 def test_names_are_one_folder_name_before_anything_starts(tmp_path, argv, message):
     """The runner applies the scripts' name rule itself, to the names its runs and files are named after (the
     command's --exp-name and --run-name, the Slurm job name), and refuses the flags it adds to every run: one line,
     and nothing is run or written."""
     for workers in ("0", "1"):
-        res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", "--num-seeds", "1", "--workers", workers, *argv],
-                         cwd=tmp_path, timeout=60)
+        res = run_script(
+            [BENCHMARK, "--env-ids", "CartPole-v1", "--num-seeds", "1", "--workers", workers, *argv],
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert_one_line_error(res, message)
         assert not res.stdout and list(tmp_path.iterdir()) == []
 
 
 def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
-    res = run_script([BENCHMARK, "--env-ids", "ALE/Breakout-v5", "--num-seeds", "1", "--command",
-                      "python cleanrl/ppo_atari.py --exp-name=wide"], cwd=tmp_path, timeout=60)
+    res = run_script(
+        [
+            BENCHMARK,
+            "--env-ids",
+            "ALE/Breakout-v5",
+            "--num-seeds",
+            "1",
+            "--command",
+            "python cleanrl/ppo_atari.py --exp-name=wide",
+        ],
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("--run-name ")[1].split()[0] == "ALE-Breakout-v5__wide__1"
 
 
 def test_ctrl_c_stops_every_run_and_exits_nonzero(tmp_path):
     # each run records its pid and torch thread count, then sleeps far longer than the test
-    sleeper = (f"{sys.executable} -c \"import os,sys,time; open('pid_'+sys.argv[-1],'w').write("
-               f"str(os.getpid())+' '+os.environ['OMP_NUM_THREADS']); time.sleep(300)\"")
+    sleeper = (
+        f"{sys.executable} -c \"import os,sys,time; open('pid_'+sys.argv[-1],'w').write("
+        f"str(os.getpid())+' '+os.environ['OMP_NUM_THREADS']); time.sleep(300)\""
+    )
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     proc = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / BENCHMARK), "--env-ids", "A", "--num-seeds", "3", "--workers", "2",
-         "--command", sleeper],
-        cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO_ROOT)}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(REPO_ROOT / BENCHMARK),
+            "--env-ids",
+            "A",
+            "--num-seeds",
+            "3",
+            "--workers",
+            "2",
+            "--command",
+            sleeper,
+        ],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     pid_files = [tmp_path / "pid_1", tmp_path / "pid_2"]
     deadline = time.monotonic() + 60
@@ -172,9 +262,20 @@ def test_ctrl_c_stops_every_run_and_exits_nonzero(tmp_path):
 
 def render(tmp_path: Path, template: str, *extra: str) -> str:
     script = tmp_path / "job.sbatch"
-    res = run_script([BENCHMARK, "--slurm-template-path", str(REPO_ROOT / "benchmark" / template),
-                      "--slurm-script-path", str(script), "--log-dir", str(tmp_path / "logs"), *extra],
-                     cwd=tmp_path, timeout=60)
+    res = run_script(
+        [
+            BENCHMARK,
+            "--slurm-template-path",
+            str(REPO_ROOT / "benchmark" / template),
+            "--slurm-script-path",
+            str(script),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            *extra,
+        ],
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     assert f"submit it with: sbatch {script}" in res.stdout  # --workers 0: written, not submitted
     return script.read_text()
@@ -192,10 +293,18 @@ def fake_bin(tmp_path: Path, **programs: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
-    grid = ["--env-ids", "CartPole-v1", "ALE/Breakout-v5", "--num-seeds", "3", "--start-seed", "5",
-            "--command", "python cleanrl/ppo_atari.py --num-envs 8"]
-    text = render(tmp_path, "slurm_gpu.template", *grid, "--slurm-cpus-per-task", "6",
-                  "--slurm-partition", "gpu")
+    grid = [
+        "--env-ids",
+        "CartPole-v1",
+        "ALE/Breakout-v5",
+        "--num-seeds",
+        "3",
+        "--start-seed",
+        "5",
+        "--command",
+        "python cleanrl/ppo_atari.py --num-envs 8",
+    ]
+    text = render(tmp_path, "slurm_gpu.template", *grid, "--slurm-cpus-per-task", "6", "--slurm-partition", "gpu")
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH")]
     assert sbatch == [
         "#SBATCH --job-name=ppo_atari",
@@ -214,8 +323,13 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
     expected = run_script([BENCHMARK, *grid], cwd=tmp_path, timeout=60).stdout.splitlines()
     env = fake_bin(tmp_path, srun='echo "$@"')
     for index, command in enumerate(expected):
-        res = subprocess.run(["bash", "-c", text], env={**env, "SLURM_ARRAY_TASK_ID": str(index)},
-                             capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            ["bash", "-c", text],
+            env={**env, "SLURM_ARRAY_TASK_ID": str(index)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert res.returncode == 0, res.stderr
         assert res.stdout.splitlines()[-1] == command
 
@@ -231,11 +345,22 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
 def test_started_again_the_grid_skips_complete_runs_and_resumes_cut_ones(tmp_path):
     """Seed 1 finishes, seed 2 is cut (the runner stopped, as a scheduler does); the same command again: seed 1 is
     complete at once, seed 2 continues from its checkpoint; each ends with one run folder, every step once."""
-    command = (f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo_atari.py'} --num-envs 2 --num-steps 16 "
-               "--num-minibatches 2 --update-epochs 1 --vector-env sync --no-progress-bar --checkpoint-interval 1 "
-               "--total-timesteps 640 --runs-dir runs")
-    argv = [BENCHMARK, "--env-ids", "BreakoutNoFrameskip-v4", "--num-seeds", "2", "--workers", "1",
-            "--command", command]
+    command = (
+        f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo_atari.py'} --num-envs 2 --num-steps 16 "
+        "--num-minibatches 2 --update-epochs 1 --vector-env sync --no-progress-bar --checkpoint-interval 1 "
+        "--total-timesteps 640 --runs-dir runs"
+    )
+    argv = [
+        BENCHMARK,
+        "--env-ids",
+        "BreakoutNoFrameskip-v4",
+        "--num-seeds",
+        "2",
+        "--workers",
+        "1",
+        "--command",
+        command,
+    ]
     log = tmp_path / "benchmark_logs" / "ppo_atari__BreakoutNoFrameskip-v4__2.log"
     runner = start_script(argv, tmp_path, tmp_path / "first.log", env={"OMP_NUM_THREADS": "1"})
     try:
@@ -257,10 +382,13 @@ def test_started_again_the_grid_skips_complete_runs_and_resumes_cut_ones(tmp_pat
     assert "in a cleanrl_utils.launch.benchmark sweep, another --exp-name" in first  # how a sweep gets new runs instead
     second = log.read_text()
     assert second.count("$ ") == 2 and second.splitlines()[0].endswith(
-        "--seed 2 --run-name BreakoutNoFrameskip-v4__ppo_atari__2 --resume auto")
+        "--seed 2 --run-name BreakoutNoFrameskip-v4__ppo_atari__2 --resume auto"
+    )
     assert re.search(r"resuming from iteration ([2-9]|1\d) ", second), second
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
-        "BreakoutNoFrameskip-v4__ppo_atari__1", "BreakoutNoFrameskip-v4__ppo_atari__2"]
+        "BreakoutNoFrameskip-v4__ppo_atari__1",
+        "BreakoutNoFrameskip-v4__ppo_atari__2",
+    ]
     for run in (tmp_path / "runs").iterdir():
         assert [step for step, _ in read_scalars(run, "charts/learning_rate")] == [32 * i for i in range(1, 21)]
 
@@ -272,26 +400,53 @@ def slurm_nodes_bin(tmp_path: Path) -> dict[str, str]:
         tmp_path,
         srun='shift\nfor n in $(seq 0 $((SLURM_NNODES - 1))); do SLURM_NODEID=$n SLURMD_NODENAME=gpu-$n "$@" || exit; done',
         scontrol='case "$2" in hostnames) seq 0 $((SLURM_NNODES - 1)) | sed s/^/gpu-/;; '
-                 'node) echo "NodeName=$3 Arch=x86_64 NodeAddr=10.1.2.${3#gpu-} NodeHostName=$3";; esac',
+        'node) echo "NodeName=$3 Arch=x86_64 NodeAddr=10.1.2.${3#gpu-} NodeHostName=$3";; esac',
         python='echo "$@"',
     )
 
 
 def run_array_task(text: str, env: dict[str, str], index: int, nodes: int) -> list[str]:
     """Run one array task of a rendered multi-node script under the stand-ins: its banner, then each node's launch."""
-    res = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=30, env={
-        **env, "SLURM_ARRAY_TASK_ID": str(index), "SLURM_JOB_ID": "1234", "SLURM_NNODES": str(nodes),
-        "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": f"gpu-[0-{nodes - 1}]"})
+    res = subprocess.run(
+        ["bash", "-c", text],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={
+            **env,
+            "SLURM_ARRAY_TASK_ID": str(index),
+            "SLURM_JOB_ID": "1234",
+            "SLURM_NNODES": str(nodes),
+            "SLURM_JOB_NUM_NODES": str(nodes),
+            "SLURM_JOB_NODELIST": f"gpu-[0-{nodes - 1}]",
+        },
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout.splitlines()
 
 
 def test_multinode_template_runs_torchrun_on_every_node(tmp_path):
-    text = render(tmp_path, "slurm_multinode.template", "--env-ids", "BreakoutNoFrameskip-v4", "PongNoFrameskip-v4",
-                  "--num-seeds", "2", "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16",
-                  "--slurm-nodes", "4", "--slurm-gpus-per-task", "8")
-    for line in ("#SBATCH --array=0-3", "#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1",
-                 "#SBATCH --gpus-per-node=8"):
+    text = render(
+        tmp_path,
+        "slurm_multinode.template",
+        "--env-ids",
+        "BreakoutNoFrameskip-v4",
+        "PongNoFrameskip-v4",
+        "--num-seeds",
+        "2",
+        "--command",
+        "python cleanrl/ppo_atari_multigpu.py --num-envs 16",
+        "--slurm-nodes",
+        "4",
+        "--slurm-gpus-per-task",
+        "8",
+    )
+    for line in (
+        "#SBATCH --array=0-3",
+        "#SBATCH --nodes=4",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --gpus-per-node=8",
+    ):
         assert line in text.splitlines()
     # array task 2 = Pong seed 1: every node starts torchrun, rendezvous on the first node's address
     banner, *launches = run_array_task(text, slurm_nodes_bin(tmp_path), index=2, nodes=4)
@@ -309,20 +464,65 @@ def test_runner_and_submit_exp_render_the_same_multinode_job(tmp_path):
     """The same job (2 seeds of a 2-node, 4-GPU run on Pong) from both entry points: the same resources and, for
     every array task, the same launch on every node."""
     common = ["--start-seed", "5", "--num-seeds", "2"]
-    runner = render(tmp_path, "slurm_multinode.template", *common, "--env-ids", "PongNoFrameskip-v4",
-                    "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16", "--slurm-nodes", "2",
-                    "--slurm-gpus-per-task", "4", "--slurm-cpus-per-task", "8", "--slurm-partition", "gpu")
-    res = run_script(["cleanrl_utils/launch/submit_exp.py", "--provider", "slurm", *common, "--num-nodes", "2",
-                      "--gpus", "4", "--vcpus", "8", "--memory", "16000", "--partition", "gpu", "--python", "python",
-                      "--command", "python cleanrl/ppo_atari_multigpu.py --num-envs 16 --env-id PongNoFrameskip-v4",
-                      "--dry-run"], cwd=tmp_path, timeout=60)
+    runner = render(
+        tmp_path,
+        "slurm_multinode.template",
+        *common,
+        "--env-ids",
+        "PongNoFrameskip-v4",
+        "--command",
+        "python cleanrl/ppo_atari_multigpu.py --num-envs 16",
+        "--slurm-nodes",
+        "2",
+        "--slurm-gpus-per-task",
+        "4",
+        "--slurm-cpus-per-task",
+        "8",
+        "--slurm-partition",
+        "gpu",
+    )
+    res = run_script(
+        [
+            "cleanrl_utils/launch/submit_exp.py",
+            "--provider",
+            "slurm",
+            *common,
+            "--num-nodes",
+            "2",
+            "--gpus",
+            "4",
+            "--vcpus",
+            "8",
+            "--memory",
+            "16000",
+            "--partition",
+            "gpu",
+            "--python",
+            "python",
+            "--command",
+            "python cleanrl/ppo_atari_multigpu.py --num-envs 16 --env-id PongNoFrameskip-v4",
+            "--dry-run",
+        ],
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     submitted = res.stdout
 
     def resources(text: str) -> list[str]:
-        return [line for line in text.splitlines() if line.split("=")[0] in (
-            "#SBATCH --array", "#SBATCH --nodes", "#SBATCH --ntasks-per-node", "#SBATCH --gpus-per-node",
-            "#SBATCH --cpus-per-task", "#SBATCH --partition")]
+        return [
+            line
+            for line in text.splitlines()
+            if line.split("=")[0]
+            in (
+                "#SBATCH --array",
+                "#SBATCH --nodes",
+                "#SBATCH --ntasks-per-node",
+                "#SBATCH --gpus-per-node",
+                "#SBATCH --cpus-per-task",
+                "#SBATCH --partition",
+            )
+        ]
 
     assert resources(runner) == resources(submitted) and len(resources(runner)) == 6
     env = slurm_nodes_bin(tmp_path)
@@ -330,20 +530,48 @@ def test_runner_and_submit_exp_render_the_same_multinode_job(tmp_path):
         launches = run_array_task(runner, env, index, nodes=2)[1:]
         assert launches == run_array_task(submitted, env, index, nodes=2)[1:]
         assert [line.split()[3] for line in launches] == ["--node-rank=0", "--node-rank=1"]
-        assert all(line.endswith(f"--env-id PongNoFrameskip-v4 --seed {seed} --run-name "
-                                 f"PongNoFrameskip-v4__ppo_atari_multigpu__{seed} --resume auto") for line in launches)
+        assert all(
+            line.endswith(
+                f"--env-id PongNoFrameskip-v4 --seed {seed} --run-name "
+                f"PongNoFrameskip-v4__ppo_atari_multigpu__{seed} --resume auto"
+            )
+            for line in launches
+        )
 
 
 @pytest.mark.slow
 @pytest.mark.slurm
 def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp_path):
-    submit = [BENCHMARK, "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
-              "--slurm-gpus-per-task", "0", "--slurm-cpus-per-task", "1", "--log-dir", "logs",
-              "--workers", "1", "--slurm-wait"]
+    submit = [
+        BENCHMARK,
+        "--slurm-template-path",
+        str(REPO_ROOT / "benchmark" / "slurm_gpu.template"),
+        "--slurm-gpus-per-task",
+        "0",
+        "--slurm-cpus-per-task",
+        "1",
+        "--log-dir",
+        "logs",
+        "--workers",
+        "1",
+        "--slurm-wait",
+    ]
     cluster_env = {"SLURM_CONF": slurm_cluster.env["SLURM_CONF"]}
-    res = run_script([*submit, "--env-ids", "CartPole-v1", "Acrobot-v1", "--num-seeds", "2",
-                      "--command", f"{PPO} {TINY} --runs-dir {tmp_path / 'runs'}"],
-                     cwd=tmp_path, env=cluster_env, timeout=500)
+    res = run_script(
+        [
+            *submit,
+            "--env-ids",
+            "CartPole-v1",
+            "Acrobot-v1",
+            "--num-seeds",
+            "2",
+            "--command",
+            f"{PPO} {TINY} --runs-dir {tmp_path / 'runs'}",
+        ],
+        cwd=tmp_path,
+        env=cluster_env,
+        timeout=500,
+    )
     assert res.returncode == 0, res.stdout + res.stderr + slurm_cluster.logs()
     assert "a job array of 4 tasks (2 envs x 2 seeds)" in res.stdout
     job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)
@@ -356,8 +584,12 @@ def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp
     assert len(list((tmp_path / "runs").iterdir())) == 4
 
     # a failing task: sbatch --wait, and so the runner, exit with the task's code; its log says why
-    res = run_script([*submit, "--env-ids", "NoSuchEnv-v0", "--num-seeds", "1", "--command",
-                      f"{PPO} {TINY}"], cwd=tmp_path, env=cluster_env, timeout=300)
+    res = run_script(
+        [*submit, "--env-ids", "NoSuchEnv-v0", "--num-seeds", "1", "--command", f"{PPO} {TINY}"],
+        cwd=tmp_path,
+        env=cluster_env,
+        timeout=300,
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     assert "sbatch exited with 1; task logs are in logs/" in res.stderr
     job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)

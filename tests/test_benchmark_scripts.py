@@ -51,8 +51,16 @@ def test_help_prints_the_usage_and_runs_nothing(tmp_path, script):
 @pytest.mark.torchrun
 def test_multigpu_sps_reports_the_sps_the_script_logs(tmp_path):
     root = scratch_repo(tmp_path)
-    result = run(["bash", "benchmark/multigpu_sps.sh"], root, timeout=400, RANKS="1", NUM_ENVS="8", NUM_STEPS="8",
-                 ITERATIONS="2", OUT=str(tmp_path / "out"))
+    result = run(
+        ["bash", "benchmark/multigpu_sps.sh"],
+        root,
+        timeout=400,
+        RANKS="1",
+        NUM_ENVS="8",
+        NUM_STEPS="8",
+        ITERATIONS="2",
+        OUT=str(tmp_path / "out"),
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     row = next(line for line in result.stdout.splitlines() if line.startswith("| 1 |"))
     ranks, envs, threads, sps, steady_sps, busy = [cell.strip() for cell in row.strip("|").split("|")]

@@ -115,8 +115,19 @@ def test_bf16_fixed_seed_run_is_deterministic_and_close_to_float32(tmp_path):
 
 def atari_run(tmp_path: Path, iterations: int, *flags: str) -> str:
     """The multi-GPU script as one process, the fixed-seed run named `run`, to `iterations` iterations; its output."""
-    args = [SCRIPTS["ppo_atari_multigpu"], *RUN, "--seed", str(SEED), "--runs-dir", str(tmp_path / "runs"),
-            "--run-name", "run", "--total-timesteps", str(iterations * BATCH), *flags]
+    args = [
+        SCRIPTS["ppo_atari_multigpu"],
+        *RUN,
+        "--seed",
+        str(SEED),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--run-name",
+        "run",
+        "--total-timesteps",
+        str(iterations * BATCH),
+        *flags,
+    ]
     result = run_script(args, cwd=tmp_path, timeout=300, env=FAST)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
@@ -152,8 +163,10 @@ def test_bf16_checkpoint_and_model_are_float32_evaluate_and_resume_either_way(tm
     checkpoint(tmp_path, 2, bf16=True)
 
     if "bf16" not in MAY_CHANGE_ON_RESUME:
-        pytest.skip("the rest needs --bf16 among the settings a resume may change (cleanrl_utils/resume.py "
-                    "MAY_CHANGE_ON_RESUME); without it a resume refuses --no-bf16 and --bf16")
+        pytest.skip(
+            "the rest needs --bf16 among the settings a resume may change (cleanrl_utils/resume.py "
+            "MAY_CHANGE_ON_RESUME); without it a resume refuses --no-bf16 and --bf16"
+        )
     # a bf16 run resumed in float32, then that float32 run resumed in bf16
     output = atari_run(tmp_path, 3, "--resume", "--no-bf16")
     assert "note: resuming with --no-bf16 (the run has --bf16)" in output, output
@@ -168,8 +181,25 @@ def test_bf16_checkpoint_and_model_are_float32_evaluate_and_resume_either_way(tm
 
 def classic_run(tmp_path: Path, name: str, *flags: str) -> tuple[Path, Losses]:
     runs = tmp_path / name
-    result = run_script(["cleanrl/ppo.py", "--seed", "3", "--num-envs", "2", "--num-steps", "64", "--total-timesteps",
-                         "512", "--runs-dir", str(runs), *flags], cwd=tmp_path, timeout=300, env=FAST)
+    result = run_script(
+        [
+            "cleanrl/ppo.py",
+            "--seed",
+            "3",
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "64",
+            "--total-timesteps",
+            "512",
+            "--runs-dir",
+            str(runs),
+            *flags,
+        ],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run_dir(runs)
     return run_dir, {tag: [[step, value] for step, value in read_scalars(run_dir, tag)] for tag in LOSS_TAGS}

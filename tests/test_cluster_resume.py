@@ -14,16 +14,36 @@ from helpers import REPO_ROOT, read_scalars
 from test_submit_exp import run_submit
 
 BATCH = 32
-TINY = (f"python {REPO_ROOT / 'cleanrl' / 'ppo_atari.py'} --env-id BreakoutNoFrameskip-v4 --num-envs 2 --num-steps 16 "
-        "--num-minibatches 2 --update-epochs 1 --vector-env sync --no-progress-bar --checkpoint-interval 1")
+TINY = (
+    f"python {REPO_ROOT / 'cleanrl' / 'ppo_atari.py'} --env-id BreakoutNoFrameskip-v4 --num-envs 2 --num-steps 16 "
+    "--num-minibatches 2 --update-epochs 1 --vector-env sync --no-progress-bar --checkpoint-interval 1"
+)
 
 
 def submit(cluster, tmp_path: Path, iterations: int, timeout_seconds: int) -> tuple[str, Path]:
     """Submit one seed of the tiny run (no waiting); returns the job id and its log."""
-    res = run_submit(["--provider", "slurm", "--vcpus", "1", "--memory", "1000", "--gpus", "0", "--submit",
-                      "--timeout-seconds", str(timeout_seconds), "--slurm-script-path", str(tmp_path / "job.sbatch"),
-                      "--command", f"{TINY} --total-timesteps {iterations * BATCH} --runs-dir {tmp_path / 'runs'}"],
-                     tmp_path, cluster.env, timeout=60)
+    res = run_submit(
+        [
+            "--provider",
+            "slurm",
+            "--vcpus",
+            "1",
+            "--memory",
+            "1000",
+            "--gpus",
+            "0",
+            "--submit",
+            "--timeout-seconds",
+            str(timeout_seconds),
+            "--slurm-script-path",
+            str(tmp_path / "job.sbatch"),
+            "--command",
+            f"{TINY} --total-timesteps {iterations * BATCH} --runs-dir {tmp_path / 'runs'}",
+        ],
+        tmp_path,
+        cluster.env,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)
     return job_id, tmp_path / "logs" / f"ppo_atari-BreakoutNoFrameskip-v4_{job_id}_0.log"

@@ -16,13 +16,26 @@ import torch
 from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari.py"
-RUN = ["--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1",
-       "--torch-threads", "1", "--no-progress-bar"]
+RUN = [
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "32",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+    "--torch-threads",
+    "1",
+    "--no-progress-bar",
+]
 FAST = {"OMP_NUM_THREADS": "1"}
 
 # (where, what is added after it): the whole change, 28 lines
 EDITS = [
-    ("        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)\n", '''
+    (
+        "        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden)\n",
+        '''
 
 class RND(nn.Module):
     """Random network distillation: the predictor's error on a frame is its novelty."""
@@ -35,23 +48,36 @@ class RND(nn.Module):
     def forward(self, x):
         x = x[:, -1].float() / 255.0
         return (self.target(x) - self.predictor(x)).pow(2).mean(1)
-'''),
-    ('    state = {"agent": agent, "optimizer": optimizer}\n', '''    rnd = RND().to(device)
+''',
+    ),
+    (
+        '    state = {"agent": agent, "optimizer": optimizer}\n',
+        """    rnd = RND().to(device)
     rnd_optimizer = optim.Adam(rnd.predictor.parameters(), lr=1e-3)
     novelty_scale = torch.ones(1, device=device)  # a running mean of the novelty, to normalise it
     state.update(rnd=rnd, rnd_optimizer=rnd_optimizer, novelty_scale=novelty_scale)
-'''),
-    ("        start_iteration, global_step, recent_returns = load_state(state, ckpt)\n", '''        print(f"restored rnd {rnd.predictor[1].weight.sum().item():.6f} scale {novelty_scale.item():.6f}")
-'''),
-    ("            rewards[step] = host_reward.to(device, non_blocking=True)\n", '''            with torch.no_grad():
+""",
+    ),
+    (
+        "        start_iteration, global_step, recent_returns = load_state(state, ckpt)\n",
+        """        print(f"restored rnd {rnd.predictor[1].weight.sum().item():.6f} scale {novelty_scale.item():.6f}")
+""",
+    ),
+    (
+        "            rewards[step] = host_reward.to(device, non_blocking=True)\n",
+        """            with torch.no_grad():
                 novelty = rnd(next_obs)
             novelty_scale.mul_(0.99).add_(0.01 * novelty.mean())
             rewards[step] += 0.1 * novelty / novelty_scale
-'''),
-    ("        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()\n", '''        rnd_optimizer.zero_grad()
+""",
+    ),
+    (
+        "        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()\n",
+        """        rnd_optimizer.zero_grad()
         rnd(b_obs).mean().backward()
         rnd_optimizer.step()
-'''),
+""",
+    ),
 ]
 
 
@@ -61,8 +87,10 @@ def copy_with_rnd(tmp_path: Path, save_rnd: bool = True) -> Path:
         assert source.count(where) == 1, f"the line this copy edits after has changed: {where!r}"
         source = source.replace(where, where + added)
     if not save_rnd:  # the mistake: the new network and its optimizer are left out of the checkpoint
-        source = source.replace("state.update(rnd=rnd, rnd_optimizer=rnd_optimizer, novelty_scale=novelty_scale)",
-                                "state.update(rnd_optimizer=rnd_optimizer)")
+        source = source.replace(
+            "state.update(rnd=rnd, rnd_optimizer=rnd_optimizer, novelty_scale=novelty_scale)",
+            "state.update(rnd_optimizer=rnd_optimizer)",
+        )
     copy = tmp_path / "ppo_atari_rnd.py"
     copy.write_text(source)
     return copy
@@ -105,8 +133,21 @@ def test_a_copy_with_an_intrinsic_reward_stops_and_resumes_with_its_extra_state(
 @pytest.mark.slow
 def test_the_intrinsic_reward_costs_no_host_sync_per_step(tmp_path):
     copy = copy_with_rnd(tmp_path)
-    result = run_script(["-m", "benchmark.lab.host_syncs", str(copy), *RUN, "--total-timesteps", "128",
-                         "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=300, env=FAST)
+    result = run_script(
+        [
+            "-m",
+            "benchmark.lab.host_syncs",
+            str(copy),
+            *RUN,
+            "--total-timesteps",
+            "128",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "host syncs: rollout step 1, " in result.stdout, result.stdout[-2000:]  # the actions, as in the script
 
@@ -114,9 +155,15 @@ def test_the_intrinsic_reward_costs_no_host_sync_per_step(tmp_path):
 @pytest.mark.slow
 def test_a_network_left_out_of_the_checkpoint_is_an_error_at_the_first_save(tmp_path):
     copy = copy_with_rnd(tmp_path, save_rnd=False)
-    result = run_script([str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
-                        cwd=tmp_path, timeout=300, env=FAST)
-    assert_one_line_error(result, "the optimizer 'rnd_optimizer' in the checkpoint's state steps parameters of a network")
+    result = run_script(
+        [str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
+    )
+    assert_one_line_error(
+        result, "the optimizer 'rnd_optimizer' in the checkpoint's state steps parameters of a network"
+    )
 
 
 # CleanRL's own form of the change (its ppo_rnd_envpool.py): the agent's one optimizer also steps the predictor, and
@@ -125,11 +172,14 @@ OPTIMIZER_LINE = "    optimizer = optim.Adam(agent.parameters(), lr=args.learnin
 SHARED_OPTIMIZER = """    rnd = RND().to(device)
     optimizer = optim.Adam(list(agent.parameters()) + list(rnd.predictor.parameters()), lr=args.learning_rate, eps=1e-5)
 """
-PREDICTOR_STEP = ("        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()\n", """\
+PREDICTOR_STEP = (
+    "        y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()\n",
+    """\
         optimizer.zero_grad()
         rnd(b_obs).mean().backward()
         optimizer.step()
-""")
+""",
+)
 
 
 @pytest.mark.slow
@@ -142,9 +192,16 @@ def test_a_network_that_shares_the_agents_optimizer_but_not_its_checkpoint_is_an
     copy = tmp_path / "ppo_atari_rnd_shared.py"
     copy.write_text(source)
     runs = tmp_path / "runs"
-    result = run_script([str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(runs), "--run-name", "shared"],
-                        cwd=tmp_path, timeout=300, env=FAST)
-    assert_one_line_error(result, "the optimizer 'optimizer' in the checkpoint's state steps parameters of a network "
-                                  "that is not in it: add that network to the script's `state` dict")
+    result = run_script(
+        [str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(runs), "--run-name", "shared"],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
+    )
+    assert_one_line_error(
+        result,
+        "the optimizer 'optimizer' in the checkpoint's state steps parameters of a network "
+        "that is not in it: add that network to the script's `state` dict",
+    )
     assert "global_step=64/64" in result.stdout, result.stdout[-2000:]  # it trained up to its first save
     assert not (runs / "shared" / "checkpoint.pt").exists()  # nothing that a resume would read without the predictor

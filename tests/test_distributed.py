@@ -20,7 +20,6 @@ from helpers import REPO_ROOT
 from cleanrl_utils import distributed, validation
 
 
-
 @pytest.fixture(autouse=True)
 def errors_loud(monkeypatch):
     monkeypatch.setattr(validation, "QUIET_ERRORS", False)  # read_dist_env sets it; no test leaks it to the next
@@ -174,8 +173,10 @@ def test_a_ranks_prints_leave_as_whole_lines_with_unbuffered_output(recorded, mo
     print("model saved to runs/r/ppo_atari_multigpu.cleanrl_model", flush=True)
     print("checkpoint: iteration 1,", "global step 64")
     print("error: a rank's last line", file=sys.stderr)
-    assert streams["stdout"].writes[2:] == [b"model saved to runs/r/ppo_atari_multigpu.cleanrl_model\n",
-                                            b"checkpoint: iteration 1, global step 64\n"]
+    assert streams["stdout"].writes[2:] == [
+        b"model saved to runs/r/ppo_atari_multigpu.cleanrl_model\n",
+        b"checkpoint: iteration 1, global step 64\n",
+    ]
     assert streams["stderr"].writes == [b"error: a rank's last line\n"]
 
 
@@ -224,8 +225,16 @@ def test_a_gloo_group_forms_under_mpiruns_variables():
         env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_LOCAL_RANK=str(rank),
                    OMPI_COMM_WORLD_LOCAL_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    OMP_NUM_THREADS="1")  # fmt: skip
-        procs.append(subprocess.Popen([sys.executable, "-c", GROUP_UNDER_MPIRUN], cwd=REPO_ROOT, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", GROUP_UNDER_MPIRUN],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outputs = [proc.communicate(timeout=120)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     assert [out.strip().splitlines()[-1] for out in outputs] == ["mpirun 0 2 3", "mpirun 1 2 3"]
@@ -283,8 +292,14 @@ def test_ranks_on_one_gpu_train_on_cuda(tmp_path, gpu_env, ranks, backend):
 
     cmd = [str(REPO_ROOT / a) if a.endswith(".py") else a for a in torchrun(ranks, hashes=tmp_path / "hashes")]
     cmd += TINY + QUIET + ["--total-timesteps", "128", "--cuda"]
-    result = subprocess.run([sys.executable, *cmd], cwd=tmp_path, env=dict(gpu_env, PYTHONPATH=str(REPO_ROOT)),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, *cmd],
+        cwd=tmp_path,
+        env=dict(gpu_env, PYTHONPATH=str(REPO_ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert f"world size {ranks} ({backend}, cuda)" in output

@@ -38,8 +38,18 @@ DOC_FILES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))
 TINY = {
     "cleanrl/ppo.py": ["--total-timesteps", "512", "--num-envs", "2", "--num-steps", "64"],
     "cleanrl/ppo_atari.py": ["--total-timesteps", "64", "--num-envs", "2", "--num-steps", "32"],
-    "cleanrl/ppo_atari_multigpu.py": ["--total-timesteps", "64", "--num-envs", "2", "--local-num-envs", "2",
-                                      "--num-steps", "32", "--checkpoint-interval", "0"],
+    "cleanrl/ppo_atari_multigpu.py": [
+        "--total-timesteps",
+        "64",
+        "--num-envs",
+        "2",
+        "--local-num-envs",
+        "2",
+        "--num-steps",
+        "32",
+        "--checkpoint-interval",
+        "0",
+    ],
 }
 PLACEHOLDERS = {"K": "0", "HOST": "127.0.0.1"}
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -73,9 +83,10 @@ def extract_commands(path: Path) -> list[Command]:
             continue
         tokens, pending = shlex.split(pending, comments=True), ""
         while tokens:
-            part, tokens = (tokens[: tokens.index("&&")], tokens[tokens.index("&&") + 1:]) if "&&" in tokens \
-                else (tokens, [])
-            part = [re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), m.group(0)), t) for t in part]
+            part, tokens = (
+                (tokens[: tokens.index("&&")], tokens[tokens.index("&&") + 1 :]) if "&&" in tokens else (tokens, [])
+            )
+            part = [re.sub(r"\$(\w+)", lambda m, known=variables: known.get(m.group(1), m.group(0)), t) for t in part]
             if len(part) == 1 and re.fullmatch(r"[A-Z_]+=\S+", part[0]):
                 name, value = part[0].split("=", 1)
                 variables[name] = value
@@ -139,7 +150,7 @@ def test_every_command_has_one_rule():
 def test_readme_test_command_is_what_ci_runs():
     readme = [c for c in extract_commands(REPO_ROOT / "README.md") if c.tokens[:3] == ["python", "-m", "pytest"]]
     assert readme and readme[0].tokens == ["python", "-m", "pytest"], readme
-    line = next(l for l in (REPO_ROOT / "README.md").read_text().splitlines() if l.endswith("&& python -m pytest"))
+    line = next(t for t in (REPO_ROOT / "README.md").read_text().splitlines() if t.endswith("&& python -m pytest"))
     assert line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
 
 
@@ -150,8 +161,13 @@ def test_the_quick_start_installs_torch_for_a_cpu_then_for_a_gpu_and_runs_cartpo
     installs = [tokens for tokens in commands if tokens[:2] == ["pip", "install"] and tokens[2].startswith("torch")]
     cpu, cuda = installs[:2]  # the Quick start's (the tests' install comes later)
     version = cpu[2]
-    assert version.startswith("torch==") and cpu == ["pip", "install", version, "--index-url",
-                                                       "https://download.pytorch.org/whl/cpu"], cpu
+    assert version.startswith("torch==") and cpu == [
+        "pip",
+        "install",
+        version,
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
+    ], cpu
     assert cuda == ["pip", "install", version, "-e", "."], cuda
     cpu_at, cuda_at = commands.index(cpu), commands.index(cuda)
     assert commands[cpu_at + 1] == ["pip", "install", "-e", "."]  # the project, after the CPU torch (`&&`)
@@ -175,8 +191,9 @@ def test_torchrun_lines_parse():
         script = next(i for i, t in enumerate(tokens) if t.endswith(".py"))
         try:
             launcher = get_args_parser().parse_args(tokens[: script + 1])
-            args = tyro.cli(load_script(tokens[script], "doc_" + Path(tokens[script]).stem).Args,
-                            args=tokens[script + 1:])
+            args = tyro.cli(
+                load_script(tokens[script], "doc_" + Path(tokens[script]).stem).Args, args=tokens[script + 1 :]
+            )
         except SystemExit as exc:
             pytest.fail(f"{command} does not parse (exit {exc.code})")
         assert launcher.training_script == tokens[script] and args is not None
@@ -201,8 +218,11 @@ def test_commands_run_as_written(tmp_path):
         extra = ["--save-model"] if command.tokens[1] == "cleanrl/ppo_atari.py" else []
         first.append((command, command.tokens + TINY[command.tokens[1]] + ["--seed", str(seed), *extra]))
     for command in of_kind("print only"):
-        done = "--dry-run" in command.tokens or "--workers" in command.tokens and \
-            command.tokens[command.tokens.index("--workers") + 1] == "0"
+        done = (
+            "--dry-run" in command.tokens
+            or "--workers" in command.tokens
+            and command.tokens[command.tokens.index("--workers") + 1] == "0"
+        )
         flag = ["--dry-run"] if "submit_exp" in command.tokens[1] else ["--workers", "0"]
         first.append((command, command.tokens + ([] if done else flag)))
     for command in of_kind("help"):
@@ -242,11 +262,18 @@ INTERNAL = re.compile(r"\bissue #?[0-9]+|/work/|\bat [0-9a-f]{7}\b")
 
 def user_facing_lines_matching(pattern: re.Pattern) -> list[str]:
     """`path:line: text` of every line of the docs, benchmark scripts and code (the lab's too) that `pattern` finds."""
-    sources = [*USER_FACING, *REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py"),
-               *REPO_ROOT.glob("benchmark/**/*.py")]
-    return [f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
-            for path in sources for number, line in enumerate(path.read_text().splitlines(), 1)
-            if pattern.search(line)]
+    sources = [
+        *USER_FACING,
+        *REPO_ROOT.glob("cleanrl/*.py"),
+        *REPO_ROOT.glob("cleanrl_utils/**/*.py"),
+        *REPO_ROOT.glob("benchmark/**/*.py"),
+    ]
+    return [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()[:120]}"
+        for path in sources
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
 
 
 def test_docs_and_code_comments_hold_no_internal_notes():
@@ -278,10 +305,17 @@ def test_help_texts_have_no_stray_line_breaks_and_quote_the_extras():
         broken = {name: doc for name, doc in docs.items() if "\n" in doc}
         assert not broken, f"{script.name}: {broken}"
     # `pip install -e .[track]` unquoted is a glob in zsh ("no matches found"): every hint quotes the extra
-    sources = [*REPO_ROOT.glob("cleanrl/*.py"), *REPO_ROOT.glob("cleanrl_utils/**/*.py"),
-               *REPO_ROOT.glob("benchmark/**/*.py"), *USER_FACING]
-    unquoted = [f"{path.relative_to(REPO_ROOT)}: {m.group(0)}" for path in sources
-                for m in re.finditer(r"pip install -e \.\[\w+\]", path.read_text())]
+    sources = [
+        *REPO_ROOT.glob("cleanrl/*.py"),
+        *REPO_ROOT.glob("cleanrl_utils/**/*.py"),
+        *REPO_ROOT.glob("benchmark/**/*.py"),
+        *USER_FACING,
+    ]
+    unquoted = [
+        f"{path.relative_to(REPO_ROOT)}: {m.group(0)}"
+        for path in sources
+        for m in re.finditer(r"pip install -e \.\[\w+\]", path.read_text())
+    ]
     assert not unquoted, "\n".join(unquoted)
 
 
@@ -310,10 +344,16 @@ def test_every_file_and_link_the_docs_name_exists_and_the_index_lists_every_page
     for path in DOC_FILES:
         for number, line in enumerate(path.read_text().splitlines(), 1):
             named = [REPO_ROOT / m.group(1) for m in REPO_PATH.finditer(line)]
-            linked = [path.parent / m.group(1) for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line)
-                      if not m.group(1).startswith(("http://", "https://"))]
-            missing += [f"{path.relative_to(REPO_ROOT)}:{number}: {os.path.relpath(target, REPO_ROOT)}"
-                        for target in dict.fromkeys(named + linked) if not target.exists()]
+            linked = [
+                path.parent / m.group(1)
+                for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line)
+                if not m.group(1).startswith(("http://", "https://"))
+            ]
+            missing += [
+                f"{path.relative_to(REPO_ROOT)}:{number}: {os.path.relpath(target, REPO_ROOT)}"
+                for target in dict.fromkeys(named + linked)
+                if not target.exists()
+            ]
     assert not missing, "\n".join(missing)
     index = (REPO_ROOT / "docs" / "README.md").read_text()
     pages = [p.name for p in (REPO_ROOT / "docs").glob("*.md") if p.name != "README.md"]

@@ -125,7 +125,9 @@ def test_a_runs_checkpoint_is_evaluated_like_a_saved_model(tmp_path, capsys):
     optimizer = torch.optim.Adam(agent.parameters())
     args = ppo_atari.Args(batch_size=1024, num_iterations=2)
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(str(path), {"agent": agent, "optimizer": optimizer}, args, 1, 1024, [rng_state(torch.device("cpu"))], [])
+    save_checkpoint(
+        str(path), {"agent": agent, "optimizer": optimizer}, args, 1, 1024, [rng_state(torch.device("cpu"))], []
+    )
     torch.save({"model": agent.state_dict(), "env_id": args.env_id}, tmp_path / "same.cleanrl_model")
     from_checkpoint = evaluate(str(path), eval_episodes=1, seed=2)
     assert len(from_checkpoint) == 1
@@ -182,8 +184,9 @@ def entry_points() -> list[str]:
 
 
 def policy_when_torch_loads(how: str, what: str, env: dict[str, str]) -> str:
-    res = subprocess.run([sys.executable, "-c", WATCH, how, what], cwd=REPO_ROOT, env=env, capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", WATCH, how, what], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     return res.stdout.split("@@policy")[-1].strip()
 
@@ -193,7 +196,9 @@ def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     modules = entry_points()
-    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.launch.benchmark"} <= set(modules)
+    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.launch.benchmark"} <= set(
+        modules
+    )
     runs = [("-m", m, env) for m in modules]
     runs += [("path", str(REPO_ROOT / (m.replace(".", "/") + ".py")), env) for m in modules]
     runs.append(("-m", "cleanrl_utils.evals.ppo_eval", dict(env, OMP_WAIT_POLICY="ACTIVE")))  # the user's choice
@@ -204,4 +209,5 @@ def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     loads_torch = {what for (how, what, _), s in results.items() if s != "no-torch"}
     assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput"} <= loads_torch  # the check is not vacuous
     assert {key: s for key, s in results.items() if s != "no-torch"} == {
-        key: "PASSIVE" for key, s in results.items() if s != "no-torch"}
+        key: "PASSIVE" for key, s in results.items() if s != "no-torch"
+    }

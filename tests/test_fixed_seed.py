@@ -49,12 +49,16 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 Losses = dict[str, list[list[float]]]
 
 
-def logged_losses(script: str, workdir: Path, seed: int = SEED, flags: tuple[str, ...] = (), isa: str = "native") -> Losses:
+def logged_losses(
+    script: str, workdir: Path, seed: int = SEED, flags: tuple[str, ...] = (), isa: str = "native"
+) -> Losses:
     """Run `script` once as a plain single process and return {tag: [[step, value], ...]}."""
     runs = workdir / "runs"
     workdir.mkdir(parents=True, exist_ok=True)
     result = run_script(
-        [script, *RUN, *flags, "--seed", str(seed), "--runs-dir", str(runs)], cwd=workdir, timeout=400,
+        [script, *RUN, *flags, "--seed", str(seed), "--runs-dir", str(runs)],
+        cwd=workdir,
+        timeout=400,
         env={"OMP_NUM_THREADS": "1", **ISAS[isa]},
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -81,9 +85,13 @@ def beyond_tolerance(logged: Losses, recorded: Losses) -> dict[str, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("isa", [pytest.param(isa, marks=pytest.mark.skipif(not X86 and isa != "native",
-                                                                             reason="x86 instruction sets"))
-                                 for isa in ISAS])
+@pytest.mark.parametrize(
+    "isa",
+    [
+        pytest.param(isa, marks=pytest.mark.skipif(not X86 and isa != "native", reason="x86 instruction sets"))
+        for isa in ISAS
+    ],
+)
 @pytest.mark.parametrize("name", list(SCRIPTS))
 def test_fixed_seed_losses_match_the_recorded_ones(tmp_path, name, isa):
     expected = json.loads(FIXTURE.read_text())[name]
@@ -130,8 +138,10 @@ def compare(path: Path) -> int:
         with tempfile.TemporaryDirectory() as workdir:
             now = logged_losses(script, Path(workdir))
         changed = [tag for tag in before[name] if now.get(tag) != before[name][tag]]
-        print(f"{name}: {'identical' if not changed else 'CHANGED: ' + ', '.join(changed)}"
-              f" (largest relative difference {max(differences(now, before[name]).values()):.1e})")
+        print(
+            f"{name}: {'identical' if not changed else 'CHANGED: ' + ', '.join(changed)}"
+            f" (largest relative difference {max(differences(now, before[name]).values()):.1e})"
+        )
         status |= bool(changed)
     return status
 

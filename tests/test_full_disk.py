@@ -20,8 +20,19 @@ from benchmark.lab import learning
 from cleanrl_utils import resume
 
 FAST = {"OMP_NUM_THREADS": "1"}
-TINY = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1", "--no-progress-bar",
-        "--run-name", "full"]
+TINY = [
+    "--num-envs",
+    "1",
+    "--num-steps",
+    "16",
+    "--num-minibatches",
+    "1",
+    "--update-epochs",
+    "1",
+    "--no-progress-bar",
+    "--run-name",
+    "full",
+]
 RUN = ["cleanrl/ppo_atari.py", *TINY, "--total-timesteps", "64", "--torch-threads", "1", "--checkpoint-interval", "1"]
 
 
@@ -29,7 +40,9 @@ RUN = ["cleanrl/ppo_atari.py", *TINY, "--total-timesteps", "64", "--torch-thread
 def small_disk(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
-    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(disk)], capture_output=True, text=True)
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if mount.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root and mount rights): {mount.stderr.strip()[:200]}")
     try:
@@ -84,14 +97,22 @@ def test_a_disk_that_fills_under_the_tensorboard_log_ends_the_run_with_one_line(
     """TensorBoard's writer writes from a thread of its own and raises the failed write again in the main thread, at
     a later add_scalar or flush: the run ends there with one line, its last checkpoint kept."""
     run = [script, *TINY, "--runs-dir", str(small_disk), *(["--torch-threads", "1"] if "atari" in script else [])]
-    result = run_script([*run, "--total-timesteps", "16", "--checkpoint-interval", "1"], cwd=tmp_path, timeout=300,
-                        env=FAST)
+    result = run_script(
+        [*run, "--total-timesteps", "16", "--checkpoint-interval", "1"], cwd=tmp_path, timeout=300, env=FAST
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     fill_up(small_disk, blocks_left=1)  # the run starts (its folder is proved writable), the log fills the block
-    result = run_script([*run, "--resume", "--total-timesteps", "3200", "--checkpoint-interval", "1000"],
-                        cwd=tmp_path, timeout=300, env=FAST)
-    assert_one_line_error(result, f"no space left on the disk of {small_disk / 'full'} (0 MiB free), so the run "
-                                  "stopped; its last checkpoint is kept: free some space, then resume with: ")
+    result = run_script(
+        [*run, "--resume", "--total-timesteps", "3200", "--checkpoint-interval", "1000"],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
+    )
+    assert_one_line_error(
+        result,
+        f"no space left on the disk of {small_disk / 'full'} (0 MiB free), so the run "
+        "stopped; its last checkpoint is kept: free some space, then resume with: ",
+    )
     assert result.returncode == 1 and "Exception in thread" not in result.stderr
     assert result.stderr.rstrip().endswith(f"{script} --resume --run-name full --runs-dir {small_disk}")
     run_dir = small_disk / "full"
@@ -117,8 +138,17 @@ def test_the_learning_benchmarks_exports_and_report_are_written_whole_or_not_at_
     run_dir.mkdir(parents=True)
     write_part(run_dir, time.time() - 1000, range(1, 401))  # 400 games: a CSV of 8.5 kB
     results = small_disk / "results"
-    export = ["export", "--profile", "full-cpu", "--runs-dir", str(tmp_path / "runs"), "--results-dir", str(results),
-              "--checkout", str(REPO_ROOT)]
+    export = [
+        "export",
+        "--profile",
+        "full-cpu",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(results),
+        "--checkout",
+        str(REPO_ROOT),
+    ]
     assert learning.main(export) == 0
     folder = results / "full-cpu"
     before = {path.name: path.read_bytes() for path in folder.iterdir()}
@@ -126,13 +156,23 @@ def test_the_learning_benchmarks_exports_and_report_are_written_whole_or_not_at_
 
     fill_up(small_disk, blocks_left=1)
     write_part(run_dir, time.time() - 100, [9765])  # the run's last iteration: the plain files would supersede these
-    with pytest.raises(SystemExit, match=rf"^error: cannot write envpool__1\.csv in {re.escape(str(folder))}: the disk "
-                                         r"is full \(0 MiB free\); free some space, then run this command again"):
+    with pytest.raises(
+        SystemExit,
+        match=rf"^error: cannot write envpool__1\.csv in {re.escape(str(folder))}: the disk "
+        r"is full \(0 MiB free\); free some space, then run this command again",
+    ):
         learning.main(export)
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before  # the partial export as it was
 
-    report = ["report", "--profile", "full-cpu", "--results-dir", str(results), "--report-path",
-              str(small_disk / "results_10m.md")]
+    report = [
+        "report",
+        "--profile",
+        "full-cpu",
+        "--results-dir",
+        str(results),
+        "--report-path",
+        str(small_disk / "results_10m.md"),
+    ]
     with pytest.raises(SystemExit, match=rf"^error: cannot write full-cpu_curves\.png in {re.escape(str(results))}: "):
         learning.main(report)
     assert sorted(path.name for path in small_disk.iterdir()) == ["filler", "results"]
@@ -143,8 +183,11 @@ def test_a_write_that_fails_for_another_reason_names_that_reason_not_the_disk(tm
     path = tmp_path / "checkpoint.pt"
     resume.atomic_save({"iteration": 1}, str(path))
     (tmp_path / "checkpoint.pt.tmp").mkdir()  # where the temporary file goes: open() fails with EISDIR, not ENOSPC
-    with pytest.raises(SystemExit, match=rf"^error: cannot write checkpoint\.pt in {re.escape(str(tmp_path))}: Is a "
-                                         r"directory \(the last one there is kept; put that right, then resume with "
-                                         r"--resume\)$"):
+    with pytest.raises(
+        SystemExit,
+        match=rf"^error: cannot write checkpoint\.pt in {re.escape(str(tmp_path))}: Is a "
+        r"directory \(the last one there is kept; put that right, then resume with "
+        r"--resume\)$",
+    ):
         resume.atomic_save({"iteration": 2}, str(path))
     assert torch.load(path, weights_only=True)["iteration"] == 1

@@ -32,14 +32,23 @@ STEPS = 17
 WHOLE_CHECK_S = 330  # on the GPU machine: install, steps and report
 # the tools call `python3`: this one
 ENV = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-GPU_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
-              "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
-              "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
+GPU_PYTHON = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "os_name": "posix",
+    "extra": "",
+}
 
 
 def run_tool(*args: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-                          env=env or ENV)
+    return subprocess.run(
+        ["bash", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=env or ENV
+    )
 
 
 def pinned_wheels() -> tuple[dict[str, tuple[str, int]], set[str]]:
@@ -112,18 +121,25 @@ def test_the_steps_limits_fit_the_budget_and_the_budget_the_whole_check():
 
 
 def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "benchmark.lab.gpu_check", "--out", str(tmp_path / "report")],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-                            env=dict(os.environ, TMPDIR=str(tmp_path)))
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmark.lab.gpu_check", "--out", str(tmp_path / "report")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == ("error: torch sees no CUDA device here (no nvidia-smi); `--cpu` checks this "
-                                     "tool on CPU instead")
+    assert result.stderr.strip() == (
+        "error: torch sees no CUDA device here (no nvidia-smi); `--cpu` checks this tool on CPU instead"
+    )
     assert list(tmp_path.iterdir()) == []  # no work folder, no report
 
 
 def test_on_a_gpu_the_report_folder_must_be_named():
-    result = subprocess.run([sys.executable, "-m", "benchmark.lab.gpu_check"], cwd=REPO_ROOT, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmark.lab.gpu_check"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
     assert result.stderr.strip() == "error: --out FOLDER is required: the folder the report goes to"
 
@@ -131,8 +147,14 @@ def test_on_a_gpu_the_report_folder_must_be_named():
 def test_help_runs_nothing_from_any_folder(tmp_path):
     helps = {}
     for script in ("benchmark/gpu_check.sh", "benchmark/gpu_wheels.sh"):
-        result = subprocess.run(["bash", str(REPO_ROOT / script), "--help"], cwd=tmp_path, capture_output=True,
-                                text=True, timeout=60, env=ENV)
+        result = subprocess.run(
+            ["bash", str(REPO_ROOT / script), "--help"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=ENV,
+        )
         assert result.returncode == 0 and "gpu_check" in result.stdout, result.stderr
         helps[script] = result.stdout
     assert "--budget FLOAT" in helps["benchmark/gpu_check.sh"].partition("options")[2]  # the module's flags too
@@ -164,14 +186,25 @@ def test_the_wheels_are_installed_without_a_registry_and_put_on_the_path(tmp_pat
     fake_wheel(wheels, "numpy", "0.1")  # a wheel of the folder that is not on the list is not installed
     env = {k: v for k, v in ENV.items() if not k.startswith("PIP_")} | {"TMPDIR": str(tmp_path)}
     # a budget too small for any step: the install, the start and the (empty) report only
-    result = run_tool("benchmark/gpu_check.sh", "--wheels", str(wheels), "--cpu", "--budget", "1",
-                      "--out", str(tmp_path / "report"), env=env)
+    result = run_tool(
+        "benchmark/gpu_check.sh",
+        "--wheels",
+        str(wheels),
+        "--cpu",
+        "--budget",
+        "1",
+        "--out",
+        str(tmp_path / "report"),
+        env=env,
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
     assert result.returncode == 1 and len(lines) == STEPS and all(" not run: " in line for line in lines), (
-        result.stdout + result.stderr)
+        result.stdout + result.stderr
+    )
     site = tmp_path / "gpu_check_site"
     assert sorted(p.name for p in site.glob("*.dist-info")) == sorted(
-        f"{canonicalize_name(n).replace('-', '_')}-{v}.dist-info" for n, (v, _) in pinned_wheels()[0].items())
+        f"{canonicalize_name(n).replace('-', '_')}-{v}.dist-info" for n, (v, _) in pinned_wheels()[0].items()
+    )
     assert (tmp_path / "report" / "gpu_cpu.md").exists()
 
 
@@ -212,8 +245,15 @@ def test_bf16_step_times_the_fastest_eager_run_in_turn_with_float32(monkeypatch,
 
     def sps_run(name, end, parts, *extra, num_envs=None):
         ran.append((name, parts, extra, num_envs))
-        row = {"config": name, "sps": 1.0, "steady_sps": rate[name], "gpu_percent": None, "cpu_percent": None,
-               "flags": list(extra), "num_envs": num_envs}
+        row = {
+            "config": name,
+            "sps": 1.0,
+            "steady_sps": rate[name],
+            "gpu_percent": None,
+            "cpu_percent": None,
+            "flags": list(extra),
+            "num_envs": num_envs,
+        }
         check.figures["sps"].append(row)
         return row
 
@@ -226,26 +266,38 @@ def test_bf16_step_times_the_fastest_eager_run_in_turn_with_float32(monkeypatch,
     monkeypatch.setattr(check, "sps_run", sps_run)
     summary = check.bf16(time.monotonic() + 20)
     # float32, --bf16, float32 of the fastest run without --compile, and nothing else changed
-    assert ran == [("ale_8envs_float32_before", 3, tuple(fast), 8), ("ale_8envs_bf16", 2, (*fast, "--bf16"), 8),
-                   ("ale_8envs_float32_after", 1, tuple(fast), 8)]
+    assert ran == [
+        ("ale_8envs_float32_before", 3, tuple(fast), 8),
+        ("ale_8envs_bf16", 2, (*fast, "--bf16"), 8),
+        ("ale_8envs_float32_after", 1, tuple(fast), 8),
+    ]
     assert check.figures["bf16"]["ratio"] == pytest.approx(1.6)  # to the float32 runs' mean: a drift cancels
-    assert summary == ("ale_8envs: float32 400, --bf16 480, float32 200 steady SPS: --bf16 1.60x float32; "
-                       "ale_compile was faster, eager runs are timed")
+    assert summary == (
+        "ale_8envs: float32 400, --bf16 480, float32 200 steady SPS: --bf16 1.60x float32; "
+        "ale_compile was faster, eager runs are timed"
+    )
     for row in check.figures["sps"]:
         row.update(sps=row["steady_sps"], gpu_percent=None, cpu_percent=None)
     text = check.write(tmp_path).read_text()
     assert "| ale_8envs_bf16 | 480 | 480 | - | - |" in text
-    assert ("bf16 against float32 on `ale_8envs` (8 envs), the rows `ale_8envs_float32_before`, `ale_8envs_bf16`, "
-            "`ale_8envs_float32_after` run in that order: --bf16 gave 1.60x the steady SPS of the float32 runs' "
-            "mean.") in text
+    assert (
+        "bf16 against float32 on `ale_8envs` (8 envs), the rows `ale_8envs_float32_before`, `ale_8envs_bf16`, "
+        "`ale_8envs_float32_after` run in that order: --bf16 gave 1.60x the steady SPS of the float32 runs' "
+        "mean."
+    ) in text
 
 
 @pytest.mark.slow
 def test_a_stopped_check_stops_its_runs_and_writes_what_it_has(tmp_path):
     # --budget 620 doubles every step's limit: the versions step's torch import must not be cut on a busy machine
-    proc = subprocess.Popen(["bash", "benchmark/gpu_check.sh", "--cpu", "--budget", "620", "--out", str(tmp_path)],
-                            cwd=REPO_ROOT,
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        ["bash", "benchmark/gpu_check.sh", "--cpu", "--budget", "620", "--out", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     first = proc.stdout.readline()  # the versions step's line: the training step is under way
     assert first.startswith("PASS versions"), first
@@ -269,8 +321,9 @@ def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
     before = sorted((REPO_ROOT / "docs" / "benchmarks").glob("gpu_*"))
     # twice the default budget, which scales every step's limit: the suite runs this next to other tests
     budget = 2 * int(gpu_check.BUDGET_S)
-    result = run_tool("benchmark/gpu_check.sh", "--cpu", "--budget", str(budget), "--out", str(tmp_path),
-                      timeout=budget + 60)
+    result = run_tool(
+        "benchmark/gpu_check.sh", "--cpu", "--budget", str(budget), "--out", str(tmp_path), timeout=budget + 60
+    )
     output = result.stdout + result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
     assert len(lines) == STEPS, output

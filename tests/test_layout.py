@@ -10,8 +10,18 @@ from helpers import REPO_ROOT
 
 PRODUCT = [REPO_ROOT / "cleanrl", REPO_ROOT / "cleanrl_utils"]
 LAB = REPO_ROOT / "benchmark" / "lab"
-LAB_MODULES = ["throughput", "seed_claims", "gpu_check", "learning", "host_syncs", "measured", "loop_profile",
-               "placement", "sliced", "malloc"]
+LAB_MODULES = [
+    "throughput",
+    "seed_claims",
+    "gpu_check",
+    "learning",
+    "host_syncs",
+    "measured",
+    "loop_profile",
+    "placement",
+    "sliced",
+    "malloc",
+]
 
 
 def imported_modules(path: Path, root: Path = REPO_ROOT) -> list[tuple[int, str]]:
@@ -37,8 +47,12 @@ def product_files() -> list[Path]:
 def test_no_product_module_imports_the_lab():
     files = product_files()
     assert len(files) > 10 and REPO_ROOT / "cleanrl" / "ppo_atari.py" in files
-    offending = [f"{path.relative_to(REPO_ROOT)}:{line}: {module}" for path in files
-                 for line, module in imported_modules(path) if module.split(".")[0] == "benchmark"]
+    offending = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {module}"
+        for path in files
+        for line, module in imported_modules(path)
+        if module.split(".")[0] == "benchmark"
+    ]
     assert not offending, "the product imports the lab:\n" + "\n".join(offending)
 
 
@@ -46,14 +60,18 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path):
     """The scan is not vacuous: plain, from, nested and relative imports of the lab are all found."""
     source = tmp_path / "cleanrl_utils" / "sample.py"
     source.parent.mkdir()
-    source.write_text("import benchmark.lab.throughput\nfrom benchmark import lab\n"
-                      "def f():\n    from benchmark.lab.measured import run_measured\n")
+    source.write_text(
+        "import benchmark.lab.throughput\nfrom benchmark import lab\n"
+        "def f():\n    from benchmark.lab.measured import run_measured\n"
+    )
     found = [module for _, module in imported_modules(source, tmp_path)]
     assert {"benchmark.lab.throughput", "benchmark", "benchmark.lab", "benchmark.lab.measured"} <= set(found)
     relative = tmp_path / "benchmark" / "lab" / "x.py"
     relative.parent.mkdir(parents=True)
     relative.write_text("from . import measured\nfrom ..lab.throughput import SCRIPT\n")
-    assert {"benchmark.lab.measured", "benchmark.lab.throughput"} <= {m for _, m in imported_modules(relative, tmp_path)}
+    assert {"benchmark.lab.measured", "benchmark.lab.throughput"} <= {
+        m for _, m in imported_modules(relative, tmp_path)
+    }
 
 
 def test_the_lab_modules_are_in_the_lab_and_not_among_the_shared_tools():

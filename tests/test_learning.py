@@ -21,16 +21,37 @@ def write_export(folder, config: str, seed: int, steps, returns, wall_seconds: f
         for i, (s, r) in enumerate(zip(steps, returns)):
             out.writerow([s, i, r, 4 * s // 100])
     with open(os.path.join(folder, f"{config}__{seed}.json"), "w") as f:
-        json.dump({"config": config, "seed": seed, "env_id": learning.ENV_ID, "command": f"python x --{config}",
-                   "machine": "test cpu, 2 cores", "finished": "2026-12-03T00:00:00+00:00", "steps": 500_000,
-                   "wall_seconds": wall_seconds, "sps": 500_000 / wall_seconds, "episodes": len(steps)}, f)
+        json.dump(
+            {
+                "config": config,
+                "seed": seed,
+                "env_id": learning.ENV_ID,
+                "command": f"python x --{config}",
+                "machine": "test cpu, 2 cores",
+                "finished": "2026-12-03T00:00:00+00:00",
+                "steps": 500_000,
+                "wall_seconds": wall_seconds,
+                "sps": 500_000 / wall_seconds,
+                "episodes": len(steps),
+            },
+            f,
+        )
 
 
 def args_for(tmp_path, *extra: str) -> learning.Args:
     import tyro
 
-    return tyro.cli(learning.Args, args=["report", "--results-dir", str(tmp_path / "results"),
-                                          "--report-path", str(tmp_path / "results.md"), *extra])
+    return tyro.cli(
+        learning.Args,
+        args=[
+            "report",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--report-path",
+            str(tmp_path / "results.md"),
+            *extra,
+        ],
+    )
 
 
 def test_report_table_verdicts_and_what_is_missing(tmp_path):
@@ -55,13 +76,17 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     # seeds are the unit: last-200k means sync 4.5, 5.5; ale 5.0, 5.1; envpool 0.5. Seed-to-seed std pooled over
     # sync and ale: sqrt((0.5 + 0.005) / 2) = 0.5025 (2 degrees of freedom)
     assert "within seed noise" in verdicts["ale"] and "NOT" not in verdicts["ale"]
-    assert "difference of the means +0.05, tolerance 1.00 = 2 standard errors from the seed-to-seed std 0.50 (2 " \
-           "degrees of freedom)" in verdicts["ale"]
+    assert (
+        "difference of the means +0.05, tolerance 1.00 = 2 standard errors from the seed-to-seed std 0.50 (2 "
+        "degrees of freedom)" in verdicts["ale"]
+    )
     # one seed is judged against the pooled spread: 2 x 0.5025 x sqrt(1 + 1/2) = 1.23; and a run that never learns
     # fails whatever the spread: its last 200k steps are not above its first window by 2 x 0.5025
-    assert verdicts["envpool"].startswith("- **envpool**: FAILS: seed 1 stalled (last 200k steps 0.50, first window "
-                                          "0.50); last 200k steps, per seed 0.50 vs sync 4.50, 5.50; difference of the "
-                                          "means -4.50, tolerance 1.23")
+    assert verdicts["envpool"].startswith(
+        "- **envpool**: FAILS: seed 1 stalled (last 200k steps 0.50, first window "
+        "0.50); last 200k steps, per seed 0.50 vs sync 4.50, 5.50; difference of the "
+        "means -4.50, tolerance 1.23"
+    )
     assert verdicts["sync"].endswith("the reference")
     assert "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1, envpool seed 2." in text
     assert (tmp_path / "results" / "quick_curves.png").stat().st_size > 10_000
@@ -71,7 +96,10 @@ def test_report_table_verdicts_and_what_is_missing(tmp_path):
     assert learning.report(args) == 0
     again = (tmp_path / "results.md").read_text()
     assert again.startswith("intro by hand\n") and again.endswith("\nnotes by hand\n")
-    assert again.count(learning.GENERATED_START) == 1 and "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1." in again
+    assert (
+        again.count(learning.GENERATED_START) == 1
+        and "Not finished yet: multigpu_2ranks seed 1, sync_1env seed 1." in again
+    )
     assert "- **envpool**: FAILS: seed 1 stalled" in again and "seed 2 stalled" in again
     assert "seed-to-seed std 0.41 (3 degrees of freedom)" in again  # envpool's 2 seeds join the pooled spread
 
@@ -106,15 +134,20 @@ def test_bf16_profile_judges_against_float32_and_fails_a_regressed_run(tmp_path)
     text = (tmp_path / "results.md").read_text()
     verdicts = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
     assert verdicts["envpool"].endswith("the reference")
-    assert verdicts["envpool_bf16"].startswith("- **envpool_bf16**: FAILS: seed 2 regressed (last window 2.00, best "
-                                               "earlier 9.00)")
+    assert verdicts["envpool_bf16"].startswith(
+        "- **envpool_bf16**: FAILS: seed 2 regressed (last window 2.00, best earlier 9.00)"
+    )
     assert "vs envpool 4.50, 5.50" in verdicts["envpool_bf16"]
     write_export(folder, "envpool_bf16", 2, steps, rising + 0.7)
     assert learning.report(args) == 0
-    verdicts = {line.split("**")[1]: line for line in (tmp_path / "results.md").read_text().splitlines()
-                if line.startswith("- **")}
-    assert verdicts["envpool_bf16"].startswith("- **envpool_bf16**: within seed noise of envpool: last 200k steps, "
-                                               "per seed 5.00, 5.20 vs envpool 4.50, 5.50")
+    verdicts = {
+        line.split("**")[1]: line
+        for line in (tmp_path / "results.md").read_text().splitlines()
+        if line.startswith("- **")
+    }
+    assert verdicts["envpool_bf16"].startswith(
+        "- **envpool_bf16**: within seed noise of envpool: last 200k steps, per seed 5.00, 5.20 vs envpool 4.50, 5.50"
+    )
 
 
 def test_plan_and_commands_resume_a_cut_run(tmp_path):
@@ -125,8 +158,13 @@ def test_plan_and_commands_resume_a_cut_run(tmp_path):
     assert [(p.config.name, p.seed) for p in planned] == [("sync", 1), ("sync", 2)]
     cmd = planned[0].command(args, resume=False)
     assert cmd[:2] == ["python", "cleanrl/ppo_atari.py"] and "--resume" not in cmd
-    for flag, value in (("--total-timesteps", "500000"), ("--seed", "1"), ("--vector-env", "sync"),
-                        ("--run-name", planned[0].run_name), ("--runs-dir", str(tmp_path / "runs"))):
+    for flag, value in (
+        ("--total-timesteps", "500000"),
+        ("--seed", "1"),
+        ("--vector-env", "sync"),
+        ("--run-name", planned[0].run_name),
+        ("--runs-dir", str(tmp_path / "runs")),
+    ):
         assert cmd[cmd.index(flag) + 1] == value
     assert planned[0].command(args, resume=True)[-1] == "--resume"
     two = [p for p in learning.plan(learning.Args("run")) if p.config.name == "multigpu_2ranks"][0]
@@ -164,8 +202,18 @@ def test_a_stopped_benchmark_resumes_its_cut_run_and_exports_it(tmp_path):
     from helpers import REPO_ROOT, read_scalars
 
     (tmp_path / "cleanrl").symlink_to(REPO_ROOT / "cleanrl")
-    argv = [sys.executable, "-c", TINY_PROFILE, "run", "--runs-dir", "runs", "--results-dir", "results",
-            "--checkpoint-interval", "1"]
+    argv = [
+        sys.executable,
+        "-c",
+        TINY_PROFILE,
+        "run",
+        "--runs-dir",
+        "runs",
+        "--results-dir",
+        "results",
+        "--checkpoint-interval",
+        "1",
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "runs" / f"{learning.ENV_ID}__sync__1__0"
@@ -206,45 +254,102 @@ def long_curve(shape: str, game: str = BREAKOUT, end: int = LAST_STEP) -> tuple[
     if game == PONG:
         level = -21 + (43 if shape == "above" else 41.5) * (1 - np.exp(-6 * x))
         return steps, np.clip(level + rng.normal(0, 1, len(x)), -21, 21).round()
-    level = {"good": 420 * (1 - np.exp(-5 * x)),  # CleanRL's shape: climbing, flattening out near 420
-             "stalled": np.full(len(x), 2.0),
-             "collapsing": np.where(x < 0.5, 840 * x, 420 - 1500 * (x - 0.5)).clip(5),
-             "dip": np.where((x > 0.6) & (x <= 0.7), 200, 420 * (1 - np.exp(-5 * x)))}[shape]
+    level = {
+        "good": 420 * (1 - np.exp(-5 * x)),  # CleanRL's shape: climbing, flattening out near 420
+        "stalled": np.full(len(x), 2.0),
+        "collapsing": np.where(x < 0.5, 840 * x, 420 - 1500 * (x - 0.5)).clip(5),
+        "dip": np.where((x > 0.6) & (x <= 0.7), 200, 420 * (1 - np.exp(-5 * x))),
+    }[shape]
     return steps, np.maximum(level + rng.normal(0, 0.2 * level + 1), 0).round()
 
 
 def write_long_export(folder, steps, returns, game: str = BREAKOUT, partial: bool = False) -> str:
     """An export as `export` writes it: the finished plain files, or the `.partial` ones of a run in progress."""
     os.makedirs(folder, exist_ok=True)
-    base = os.path.join(folder, ("" if game == BREAKOUT else game.split("NoFrameskip")[0] + "_") + "envpool__1"
-                        + (".partial" if partial else ""))
+    base = os.path.join(
+        folder,
+        ("" if game == BREAKOUT else game.split("NoFrameskip")[0] + "_")
+        + "envpool__1"
+        + (".partial" if partial else ""),
+    )
     seconds = steps / 300.0  # 300 SPS
     with open(base + ".csv", "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["step", "wall_seconds", "return", "length"])
         out.writerows([int(s), f"{t:.1f}", r, 4000] for s, t, r in zip(steps, seconds, returns))
-    parts = [{"started": "2026-12-05T00:00:00+00:00", "ended": "2026-12-05T02:00:00+00:00", "seconds": 7200.0,
-              "resumed": False, "machine": "test cpu, 2 cores", "returncode": 0, "logged": True,
-              "steps_from": 0, "steps_to": int(steps[-1]) // 2, "training_seconds": 7190.0, "sps": 300.0},
-             {"started": "2026-12-06T00:00:00+00:00", "ended": None, "seconds": None, "resumed": True,
-              "machine": "test cpu, 2 cores", "returncode": None, "logged": False, "running": partial,
-              "steps_from": int(steps[-1]) // 2, "steps_to": int(steps[-1]), "training_seconds": 7190.0,
-              "sps": 150.0}]
+    parts = [
+        {
+            "started": "2026-12-05T00:00:00+00:00",
+            "ended": "2026-12-05T02:00:00+00:00",
+            "seconds": 7200.0,
+            "resumed": False,
+            "machine": "test cpu, 2 cores",
+            "returncode": 0,
+            "logged": True,
+            "steps_from": 0,
+            "steps_to": int(steps[-1]) // 2,
+            "training_seconds": 7190.0,
+            "sps": 300.0,
+        },
+        {
+            "started": "2026-12-06T00:00:00+00:00",
+            "ended": None,
+            "seconds": None,
+            "resumed": True,
+            "machine": "test cpu, 2 cores",
+            "returncode": None,
+            "logged": False,
+            "running": partial,
+            "steps_from": int(steps[-1]) // 2,
+            "steps_to": int(steps[-1]),
+            "training_seconds": 7190.0,
+            "sps": 150.0,
+        },
+    ]
     with open(base + ".json", "w") as f:
-        json.dump({"config": "envpool", "seed": 1, "env_id": game, "command": "python cleanrl/ppo_atari.py",
-                   "machine": "test cpu, 2 cores", "length_unit": "frames", "commit": "0123456789abcdef" * 2 + "01234567",
-                   "commit_modified": False, "total_timesteps": 10_000_000, "steps": int(steps[-1]),
-                   "complete": not partial, "wall_seconds": float(seconds[-1]), "elapsed_seconds": 90_000.0,
-                   "sps": 300.0, "top_sps": 310.0, "episodes": len(steps), "resumes": 1, "parts": parts,
-                   "exported": "2026-12-06T02:00:00+00:00"}, f)
+        json.dump(
+            {
+                "config": "envpool",
+                "seed": 1,
+                "env_id": game,
+                "command": "python cleanrl/ppo_atari.py",
+                "machine": "test cpu, 2 cores",
+                "length_unit": "frames",
+                "commit": "0123456789abcdef" * 2 + "01234567",
+                "commit_modified": False,
+                "total_timesteps": 10_000_000,
+                "steps": int(steps[-1]),
+                "complete": not partial,
+                "wall_seconds": float(seconds[-1]),
+                "elapsed_seconds": 90_000.0,
+                "sps": 300.0,
+                "top_sps": 310.0,
+                "episodes": len(steps),
+                "resumes": 1,
+                "parts": parts,
+                "exported": "2026-12-06T02:00:00+00:00",
+            },
+            f,
+        )
     return base
 
 
 def long_args(tmp_path, *extra: str):
     import tyro
 
-    return tyro.cli(learning.Args, args=["report", "--profile", "full-cpu", "--results-dir", str(tmp_path / "results"),
-                                          "--report-path", str(tmp_path / "results_10m.md"), *extra])
+    return tyro.cli(
+        learning.Args,
+        args=[
+            "report",
+            "--profile",
+            "full-cpu",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--report-path",
+            str(tmp_path / "results_10m.md"),
+            *extra,
+        ],
+    )
 
 
 def verdict_of(tmp_path, shape: str, game: str = BREAKOUT, end: int = LAST_STEP, partial: bool = False) -> str:
@@ -305,22 +410,27 @@ def test_a_finished_run_outside_the_band_fails_and_says_what_bears_on_why(tmp_pa
     write_long_export(folder / learning.LOST, steps, returns, game=PONG, partial=True)
     assert learning.report(long_args(tmp_path)) == 0
     text = (tmp_path / "results_10m.md").read_text()
-    pong = text[text.index(f"### {PONG}:"):text.index("### Runs and their parts")]
+    pong = text[text.index(f"### {PONG}:") : text.index("### Runs and their parts")]
     (run,) = [r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == PONG]
     last = run.returns[-100:].mean()
-    assert last > 20.76 and pong.startswith(f"### {PONG}: FAIL: the mean of the last 100 games, {last:.2f}, is "
-                                            "outside 19.96..20.76")
+    assert last > 20.76 and pong.startswith(
+        f"### {PONG}: FAIL: the mean of the last 100 games, {last:.2f}, is outside 19.96..20.76"
+    )
     assert "**Outside CleanRL's band (above it): what bears on why.**" in pong
-    assert "with probability 71% (Student's t, 2 degrees of freedom), and 95% of such seeds in 19.14..21.58 (no game " \
-           f"scores above 21): this run's {last:.2f} is inside that range." in pong
+    assert (
+        "with probability 71% (Student's t, 2 degrees of freedom), and 95% of such seeds in 19.14..21.58 (no game "
+        f"scores above 21): this run's {last:.2f} is inside that range." in pong
+    )
     assert "`ppo_atari_envpool.py` 20.45 ± 0.09, `ppo_atari_multigpu.py` 20.34 ± 0.43" in pong
     assert f"average {21 - last:.2f} below the game's top score of 21; CleanRL's seeds, 0.64." in pong
     lost = f"Another run of this seed: `{folder / learning.LOST}/Pong_envpool__1.partial.csv`, the same commit on test"
     assert lost in pong and "match this run's for the first 50, then part, so it is" in pong
     there, here = returns[steps <= 5_002_240][-100:].mean(), run.returns[run.steps <= 5_002_240][-100:].mean()
-    assert f"As far as both reached (5,002,240 steps), the mean of the last 100 games: {there:.2f} there, " \
-           f"{here:.2f} here" in pong
-    windows = pong[pong.index("there / here: "):].split(".\n")[0]
+    assert (
+        f"As far as both reached (5,002,240 steps), the mean of the last 100 games: {there:.2f} there, "
+        f"{here:.2f} here" in pong
+    )
+    windows = pong[pong.index("there / here: ") :].split(".\n")[0]
     assert windows.count("M ") == 5 and "; 4-5M " in windows  # the whole windows both reached
     # the lost run is no run of the report's own: no verdict, no row
     assert text.count("Pong_envpool__1.partial.csv") == 1
@@ -338,13 +448,17 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     assert text.startswith("# CleanRL's benchmark at full length")
     rule, results = text.index("### The verdict rule"), text.index("### Where the runs are")
     assert rule < results and "358.48..470.84" in text[rule:results] and "19.96..20.76" in text[rule:results]
-    assert f"| {BREAKOUT} | envpool, seed 1 | `{folder}/envpool__1.csv` | 9,999,360 of 10,000,000 (100.0%) | PASS" in text
-    assert f"| {PONG} | envpool, seed 1 | `{folder}/Pong_envpool__1.partial.csv` | 1,500,160 of 10,000,000 (15.0%) | " \
-           "not finished (1,500,160 steps) |" in text
+    assert (
+        f"| {BREAKOUT} | envpool, seed 1 | `{folder}/envpool__1.csv` | 9,999,360 of 10,000,000 (100.0%) | PASS" in text
+    )
+    assert (
+        f"| {PONG} | envpool, seed 1 | `{folder}/Pong_envpool__1.partial.csv` | 1,500,160 of 10,000,000 (15.0%) | "
+        "not finished (1,500,160 steps) |" in text
+    )
     assert f"### {PONG}: not finished (1,500,160 steps)" in text
-    pong = text[text.index(f"### {PONG}:"):text.index("### Runs and their parts")]
+    pong = text[text.index(f"### {PONG}:") : text.index("### Runs and their parts")]
     assert "| 1-2M (to 1,500,160 so far) | 196 |" in pong and "2-3M" not in pong  # the windows it reached
-    breakout = text[text.index(f"### {BREAKOUT}:"):text.index(f"### {PONG}:")]
+    breakout = text[text.index(f"### {BREAKOUT}:") : text.index(f"### {PONG}:")]
     assert "| 9-10M | " in breakout and "so far" not in breakout  # a finished run's last window is whole
     # a finished run's wall hours, then what its top speed (the machine alone) needs for all its steps
     assert "steps (300 SPS); at its top speed (310 SPS), the machine alone, about 8.96 h." in breakout
@@ -358,14 +472,18 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     assert "264 minutes (4.40 h) for all 10M steps on 1 GPU and 10 CPUs" in text
     assert "| 0123456 |" in text and "test cpu, 2 cores" in text
     # the second part ran at half the top speed: shared
-    assert f"| {PONG} | 2 | 2026-12-06T00:00:00 | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running " \
-           "when exported |" in text
+    assert (
+        f"| {PONG} | 2 | 2026-12-06T00:00:00 | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running "
+        "when exported |" in text
+    )
     assert f"Shared so far: {BREAKOUT} part 2, {PONG} part 2." in text
     assert (tmp_path / "results" / "full-cpu_curves.png").stat().st_size > 10_000
     # a finished export supersedes its partial one; the quick report's loader never sees a partial
     write_long_export(folder, *long_curve("good", PONG), game=PONG)
-    assert {(r.env_id, r.partial) for r in learning.load_exports(long_args(tmp_path))} == {(BREAKOUT, False),
-                                                                                         (PONG, False)}
+    assert {(r.env_id, r.partial) for r in learning.load_exports(long_args(tmp_path))} == {
+        (BREAKOUT, False),
+        (PONG, False),
+    }
     os.remove(folder / "Pong_envpool__1.json")
     assert [r.env_id for r in learning.load_finished(long_args(tmp_path))] == [BREAKOUT]
 
@@ -409,13 +527,32 @@ def test_export_writes_a_run_in_progress_with_its_parts_and_then_the_finished_ru
     t0 = time.time() - 10_200  # part 2 started 10,000 s later: 200 s ago
     write_part(run_dir, t0, range(1, 51))  # part 1: iterations 1-50; its checkpoint was at 40 (it crashed)
     iso = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(timespec="seconds")  # noqa
-    (run_dir / "parts.jsonl").write_text(json.dumps(
-        {"started": iso(t0 - 1), "resumed": False, "machine": "test cpu, 2 cores", "ended": iso(t0 + 101),
-         "seconds": 102.0, "returncode": 1}) + "\n")
+    (run_dir / "parts.jsonl").write_text(
+        json.dumps(
+            {
+                "started": iso(t0 - 1),
+                "resumed": False,
+                "machine": "test cpu, 2 cores",
+                "ended": iso(t0 + 101),
+                "seconds": 102.0,
+                "returncode": 1,
+            }
+        )
+        + "\n"
+    )
     write_part(run_dir, t0 + 10_000, range(41, 81), purge_step=40 * 1024 + 1)  # part 2, a day later; no line yet
 
-    argv = ["export", "--profile", "full-cpu", "--runs-dir", str(tmp_path / "runs"), "--results-dir",
-            str(tmp_path / "results"), "--checkout", str(checkout)]
+    argv = [
+        "export",
+        "--profile",
+        "full-cpu",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--checkout",
+        str(checkout),
+    ]
     assert learning.export_runs(tyro.cli(learning.Args, args=argv)) == 0
     base = tmp_path / "results" / "full-cpu" / "envpool__1"
     meta = json.loads(base.with_suffix(".partial.json").read_text())
@@ -434,7 +571,9 @@ def test_export_writes_a_run_in_progress_with_its_parts_and_then_the_finished_ru
     assert second["sps"] == pytest.approx(40 * 1024 / 80, rel=0.03) and meta["top_sps"] == pytest.approx(512, rel=0.01)
     rows = np.loadtxt(base.with_suffix(".partial.csv"), delimiter=",", skiprows=1)
     assert rows[-1, 0] == 81_920 and rows[-1, 1] == pytest.approx(160, abs=3)  # the game's time without pauses
-    assert learning.load_finished(learning.Args("report", profile="full-cpu", results_dir=str(tmp_path / "results"))) == []
+    assert (
+        learning.load_finished(learning.Args("report", profile="full-cpu", results_dir=str(tmp_path / "results"))) == []
+    )
 
     write_part(run_dir, t0 + 10_150, [9765])  # the last iteration: the run is finished
     assert learning.export_runs(tyro.cli(learning.Args, args=argv)) == 0
@@ -446,8 +585,21 @@ def test_export_without_a_run_is_a_one_line_error(tmp_path):
     from helpers import assert_one_line_error, run_script
 
     (tmp_path / "runs").mkdir()
-    result = run_script(["-m", "benchmark.lab.learning", "export", "--profile", "full-cpu", "--runs-dir", "runs",
-                         "--checkout", str(tmp_path)], cwd=tmp_path, timeout=60)
+    result = run_script(
+        [
+            "-m",
+            "benchmark.lab.learning",
+            "export",
+            "--profile",
+            "full-cpu",
+            "--runs-dir",
+            "runs",
+            "--checkout",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert_one_line_error(result, "is not a git checkout")
 
 
@@ -483,16 +635,25 @@ def test_games_lost_outright_late_in_a_run_are_counted_and_replays_shown(tmp_pat
         assert f"{lo}-{lo + 1}M {int((returns[window] < 0).sum())} of {int(window.sum())}" in lines
     assert f"first reached 18 (step {int(reached):,})" in lines and "Replays" not in lines
     os.makedirs(folder / learning.REPLAYS)
-    replay = {"env_id": PONG, "checkpoint_step": 8_268_800, "backend": "sync", "games": 4, "lost_below": 0.0,
-              "returns": [21, -21, 20, 21], "action_names": ["NOOP", "UP"], "machine": "test cpu, 2 cores",
-              "lost": {"games": 1, "action_shares": [0.25, 0.75], "entropy": 0.5,
-                       "paddle_y_quartiles": [190, 201, 203]},
-              "rest": {"games": 3, "action_shares": [0.5, 0.5], "entropy": 0.69}}
+    replay = {
+        "env_id": PONG,
+        "checkpoint_step": 8_268_800,
+        "backend": "sync",
+        "games": 4,
+        "lost_below": 0.0,
+        "returns": [21, -21, 20, 21],
+        "action_names": ["NOOP", "UP"],
+        "machine": "test cpu, 2 cores",
+        "lost": {"games": 1, "action_shares": [0.25, 0.75], "entropy": 0.5, "paddle_y_quartiles": [190, 201, 203]},
+        "rest": {"games": 3, "action_shares": [0.5, 0.5], "entropy": 0.69},
+    }
     (folder / learning.REPLAYS / "pong.json").write_text(json.dumps(replay))
     lines = " ".join(learning.lost_games_lines(run, 10_000_000, str(folder)))
-    assert "- Step 8,268,800, `sync` (test cpu, 2 cores): 4 games, mean 10.25, 1 lost (-21). Games lost (1): NOOP " \
-           "0.25, UP 0.75; policy entropy 0.50; paddle height quartiles 190/201/203. Other games (3): NOOP 0.50, " \
-           "UP 0.50; policy entropy 0.69." in lines
+    assert (
+        "- Step 8,268,800, `sync` (test cpu, 2 cores): 4 games, mean 10.25, 1 lost (-21). Games lost (1): NOOP "
+        "0.25, UP 0.75; policy entropy 0.50; paddle height quartiles 190/201/203. Other games (3): NOOP 0.50, "
+        "UP 0.50; policy entropy 0.69." in lines
+    )
     # a game that never scores below 0 (Breakout) gets no such paragraph
     write_long_export(tmp_path / "b" / "results" / "full-cpu", *long_curve("good"))
     (breakout,) = learning.load_exports(long_args(tmp_path / "b"))

@@ -22,8 +22,12 @@ def test_an_untrained_agent_loses_every_game_and_its_paddle_is_read(tmp_path):
     torch.save({"model": Agent(envs).state_dict(), "env_id": "PongNoFrameskip-v4"}, model)
     envs.close()
     out = tmp_path / "replay.json"
-    result = run_script(["-m", "benchmark.lab.lost_games", str(model), "--games", "2", "--num-envs", "2",
-                         "--out", str(out)], cwd=tmp_path, timeout=300, env={"OMP_NUM_THREADS": "1"})
+    result = run_script(
+        ["-m", "benchmark.lab.lost_games", str(model), "--games", "2", "--num-envs", "2", "--out", str(out)],
+        cwd=tmp_path,
+        timeout=300,
+        env={"OMP_NUM_THREADS": "1"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     replay = json.loads(out.read_text())
     assert replay["games"] == 2 and len(replay["returns"]) == 2 and max(replay["returns"]) < 0  # it cannot play

@@ -114,8 +114,9 @@ def test_a_hung_nvidia_smi_stops_the_gpu_samples_not_the_run(tmp_path, monkeypat
     assert measured.gpu_utilisation(["GPU-aaaa"], timeout=0.5) is None
     assert time.perf_counter() - start < 5
     monkeypatch.setattr(measured, "GPU_QUERY_TIMEOUT_S", 0.5)
-    result = measured.run_measured([sys.executable, "-c", "import time; time.sleep(1.5)"], str(tmp_path), 60,
-                                   interval=0.2, gpus=["GPU-aaaa"])
+    result = measured.run_measured(
+        [sys.executable, "-c", "import time; time.sleep(1.5)"], str(tmp_path), 60, interval=0.2, gpus=["GPU-aaaa"]
+    )
     assert result.returncode == 0 and result.gpu_percent is None and result.wall_s < 10
 
 
@@ -136,8 +137,10 @@ def test_a_measured_run_leads_its_group_in_this_session_and_a_timeout_stops_all_
     result = measured.run_measured([sys.executable, "-c", show], str(tmp_path), 60, gpus=[])
     sid, pgrp, pid = map(int, result.output.split())
     assert sid == os.getsid(0) and pgrp == pid != os.getpgrp()
-    spawn = ("import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'import time; "
-             "time.sleep(60)']); print(child.pid, flush=True); time.sleep(60)")
+    spawn = (
+        "import subprocess, sys, time; child = subprocess.Popen([sys.executable, '-c', 'import time; "
+        "time.sleep(60)']); print(child.pid, flush=True); time.sleep(60)"
+    )
     result = measured.run_measured([sys.executable, "-c", spawn], str(tmp_path), 2, gpus=[])
     assert "stopped after 2 s" in result.output and result.returncode != 0
     grandchild = int(result.output.split()[0])

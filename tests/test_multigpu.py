@@ -151,8 +151,9 @@ def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
         cmd += [*game, "--total-timesteps", "640"]
         procs.append(start_script(cmd, tmp_path / f"node{node}", tmp_path / f"node{node}.log", env=ENV))
     (tmp_path / "alone").mkdir()
-    procs.append(start_script([SCRIPT, *game, "--total-timesteps", "320"], tmp_path / "alone",
-                              tmp_path / "alone.log", env=ENV))
+    procs.append(
+        start_script([SCRIPT, *game, "--total-timesteps", "320"], tmp_path / "alone", tmp_path / "alone.log", env=ENV)
+    )
     codes = [p.wait(timeout=400) for p in procs]
     output = "".join((tmp_path / f"{n}.log").read_text() for n in ("node0", "node1", "alone"))
     assert codes == [0, 0, 0], output[-4000:]
@@ -234,8 +235,9 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
     assert ckpt["iteration"] == stop_iteration < iterations
     assert optimizer_steps(ckpt) == stop_iteration * TINY_OPT_STEPS
 
-    result = run_script(torchrun(2, hashes=tmp_path / "hashes") + common + ["--resume"], cwd=tmp_path, timeout=400,
-                        env=ENV)
+    result = run_script(
+        torchrun(2, hashes=tmp_path / "hashes") + common + ["--resume"], cwd=tmp_path, timeout=400, env=ENV
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert f"resuming from iteration {stop_iteration} (global step {stop_iteration * TINY_BATCH})" in output
@@ -260,8 +262,19 @@ def test_rank_0_alone_says_that_threads_are_capped_and_that_the_run_stops(tmp_pa
     if share >= 200:
         pytest.skip("this machine has 400 cores or more")
     port, procs = free_port(), []
-    cmd = [SCRIPT, *TINY, *QUIET, "--total-timesteps", str(50 * TINY_BATCH), "--checkpoint-interval", "1",
-           "--torch-threads", "200", "--run-name", "stopped"]
+    cmd = [
+        SCRIPT,
+        *TINY,
+        *QUIET,
+        "--total-timesteps",
+        str(50 * TINY_BATCH),
+        "--checkpoint-interval",
+        "1",
+        "--torch-threads",
+        "200",
+        "--run-name",
+        "stopped",
+    ]
     try:
         for rank in (0, 1):
             procs.append(start_script(cmd, tmp_path, tmp_path / f"rank{rank}.log", env=ranks_env(rank, port)))
@@ -275,8 +288,10 @@ def test_rank_0_alone_says_that_threads_are_capped_and_that_the_run_stops(tmp_pa
                 proc.kill()
     logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in (0, 1)]
     assert codes == [128 + signal.SIGTERM] * 2, logs
-    note = (f"note: --torch-threads 200 is more than the {share} core{'s' * (share > 1)} this process may use: using "
-            f"{share} (more threads than cores only wait for each other)")
+    note = (
+        f"note: --torch-threads 200 is more than the {share} core{'s' * (share > 1)} this process may use: using "
+        f"{share} (more threads than cores only wait for each other)"
+    )
     stopping = "stopping at the end of this iteration (a checkpoint will be saved)"
     assert logs[0].count(note) == 1 and logs[0].count(stopping) == 1 and "stopped at global step" in logs[0], logs[0]
     assert note not in logs[1] and stopping not in logs[1] and "note:" not in logs[1], logs[1]
@@ -370,8 +385,12 @@ def test_checkpoint_checks(tmp_path, case):
     distributed.resolve_sizes(args, 2)
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(4)))
     state = {"agent": agent, "optimizer": torch.optim.Adam(agent.parameters())}
-    expect_error(fragment, lambda: resume.check_checkpoint(resume.read_checkpoint(str(path), "ppo_atari_multigpu.py"),
-                                                           str(path), state, args))
+    expect_error(
+        fragment,
+        lambda: resume.check_checkpoint(
+            resume.read_checkpoint(str(path), "ppo_atari_multigpu.py"), str(path), state, args
+        ),
+    )
 
 
 def ranks_env(rank: int, port: int) -> dict[str, str]:
@@ -470,10 +489,23 @@ def test_a_signal_after_the_iterations_gather_stops_every_rank_at_the_next_one(t
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(LATE_SIGNAL)
-    common = TINY + QUIET + ["--total-timesteps", str(6 * TINY_BATCH), "--run-name", "late",
-                             "--checkpoint-interval", "100", "--dist-timeout", "60"]
-    result = run_script(torchrun(2) + common, cwd=tmp_path, timeout=240,
-                        env={**ENV, "PYTHONPATH": f"{hook}{os.pathsep}{REPO_ROOT}"})
+    common = (
+        TINY
+        + QUIET
+        + [
+            "--total-timesteps",
+            str(6 * TINY_BATCH),
+            "--run-name",
+            "late",
+            "--checkpoint-interval",
+            "100",
+            "--dist-timeout",
+            "60",
+        ]
+    )
+    result = run_script(
+        torchrun(2) + common, cwd=tmp_path, timeout=240, env={**ENV, "PYTHONPATH": f"{hook}{os.pathsep}{REPO_ROOT}"}
+    )
     output = result.stdout + result.stderr
     # not one rank leaving at iteration 2 while the other goes on (a deadlock until --dist-timeout): both at 3
     assert result.returncode != 0 and f"stopped at global step {3 * TINY_BATCH};" in output, output[-4000:]

@@ -33,9 +33,28 @@ def test_the_ranks_of_a_machine_come_from_torchruns_variable(monkeypatch):
 
 @pytest.mark.slow
 def test_the_plan_is_the_one_the_script_prints(tmp_path):
-    result = run_script(["cleanrl/ppo_atari.py", "--vector-env", "envpool", "--num-envs", "4", "--num-steps", "8",
-                         "--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps", "32",
-                         "--no-progress-bar", "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=300)
+    result = run_script(
+        [
+            "cleanrl/ppo_atari.py",
+            "--vector-env",
+            "envpool",
+            "--num-envs",
+            "4",
+            "--num-steps",
+            "8",
+            "--num-minibatches",
+            "1",
+            "--update-epochs",
+            "1",
+            "--total-timesteps",
+            "32",
+            "--no-progress-bar",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     found = re.search(r"(\d+) cores: (\d+) env threads, (\d+) torch threads", result.stdout)
     assert found, result.stdout[:1000]

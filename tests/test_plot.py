@@ -17,10 +17,25 @@ PLOT = "cleanrl_utils/plot.py"
 def runs(tmp_path_factory):
     """Two seeds of a tiny CartPole ppo.py run, made with the benchmark runner."""
     root = tmp_path_factory.mktemp("plot")
-    command = (f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'} --total-timesteps 512 --num-envs 2 "
-               "--num-steps 64 --no-progress-bar --runs-dir runs")
-    res = run_script(["cleanrl_utils/launch/benchmark.py", "--env-ids", "CartPole-v1", "--num-seeds", "2", "--workers", "2",
-                      "--command", command], cwd=root, timeout=400)
+    command = (
+        f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'} --total-timesteps 512 --num-envs 2 "
+        "--num-steps 64 --no-progress-bar --runs-dir runs"
+    )
+    res = run_script(
+        [
+            "cleanrl_utils/launch/benchmark.py",
+            "--env-ids",
+            "CartPole-v1",
+            "--num-seeds",
+            "2",
+            "--workers",
+            "2",
+            "--command",
+            command,
+        ],
+        cwd=root,
+        timeout=400,
+    )
     assert res.returncode == 0, res.stderr
     return root / "runs"
 
@@ -34,8 +49,9 @@ def copy_run(src, dst, **changed: str) -> None:
     acc.Reload()
     text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0].decode()
     rows = [line.split("|") for line in text.splitlines()]
-    text = "\n".join("|".join(["", r[1], changed[r[1]], ""]) if len(r) == 4 and r[1] in changed else "|".join(r)
-                     for r in rows)
+    text = "\n".join(
+        "|".join(["", r[1], changed[r[1]], ""]) if len(r) == 4 and r[1] in changed else "|".join(r) for r in rows
+    )
     with SummaryWriter(str(dst)) as writer:
         writer.add_text("hyperparameters", text)
         for e in acc.Scalars("charts/episodic_return"):
@@ -62,8 +78,11 @@ def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
         copy_run(run, other / f"my-run-{i}", exp_name="ppo_copy")
     copy_run(sorted(runs.iterdir())[0], other / "ALE" / "breakout-try", env_id="ALE/Breakout-v5")
 
-    res = run_script([PLOT, "--run-dirs", str(runs), str(other), "--output", str(tmp_path / "fig" / "ppo")],
-                     cwd=tmp_path, timeout=120)
+    res = run_script(
+        [PLOT, "--run-dirs", str(runs), str(other), "--output", str(tmp_path / "fig" / "ppo")],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     png = (tmp_path / "fig" / "ppo.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
@@ -72,8 +91,9 @@ def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
     rows = table_rows(res.stdout)
     assert set(rows) == {("CartPole-v1", "ppo"), ("CartPole-v1", "ppo_copy"), ("ALE/Breakout-v5", "ppo")}
     # final return: per seed the mean of its last 100 episodes, then mean +- std over seeds
-    finals = np.array([np.mean([v for _, v in read_scalars(run, "charts/episodic_return")][-100:])
-                       for run in sorted(runs.iterdir())])
+    finals = np.array(
+        [np.mean([v for _, v in read_scalars(run, "charts/episodic_return")][-100:]) for run in sorted(runs.iterdir())]
+    )
     assert len(finals) == 2
     for script in ("ppo", "ppo_copy"):
         seeds, final, runtime = rows[("CartPole-v1", script)]
@@ -90,8 +110,11 @@ def test_runs_without_episodes_are_skipped_with_a_warning(runs, tmp_path):
     silent = tmp_path / "Acrobot-v1__ppo__1__1700000000"
     with SummaryWriter(str(silent)) as writer:
         writer.add_scalar("charts/SPS", 100, 64)
-    res = run_script([PLOT, "--run-dirs", str(runs), str(tmp_path), "--output", str(tmp_path / "p"),
-                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    res = run_script(
+        [PLOT, "--run-dirs", str(runs), str(tmp_path), "--output", str(tmp_path / "p"), "--formats", "png"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert f"warning: skipping {silent}: no charts/episodic_return logged" in res.stderr
     assert set(table_rows(res.stdout)) == {("CartPole-v1", "ppo")}
@@ -117,14 +140,17 @@ def test_bad_paths_give_one_line_errors(tmp_path):
 @pytest.mark.parametrize("name", ["a/b", "..", "../x", ""])
 def test_an_exp_name_that_is_not_a_folder_name_is_refused(tmp_path, name):
     """The scripts' name rule: such an exp name can match no run, so it is a mistake, said before anything is read."""
-    res = run_script([PLOT, "--run-dirs", str(tmp_path / "missing"), "--exp-names", "ppo", name], cwd=tmp_path,
-                     timeout=60)
+    res = run_script(
+        [PLOT, "--run-dirs", str(tmp_path / "missing"), "--exp-names", "ppo", name], cwd=tmp_path, timeout=60
+    )
     assert_one_line_error(res, f"--exp-names {name!r} is not a folder name: a run is one folder inside --runs-dir")
 
 
 def test_missing_matplotlib_says_how_to_install(tmp_path):
-    code = ("import sys; sys.modules['matplotlib'] = None; from cleanrl_utils.plot import main; "
-            "sys.exit(main(['--run-dirs', '.']))")
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; from cleanrl_utils.plot import main; "
+        "sys.exit(main(['--run-dirs', '.']))"
+    )
     res = run_script(["-c", code], cwd=tmp_path, timeout=60)
     assert_one_line_error(res, "plotting needs matplotlib, which is not installed: pip install -e '.[plot]'")
 
@@ -136,19 +162,30 @@ def test_runs_are_grouped_by_configuration_not_by_env_id(tmp_path):
 
     def write_run(seed: int, backend: str, returns: list[float]) -> None:
         name = f"CartPole-v1__ppo__{seed}__{1700000000 + seed}{len(backend)}"
-        params = {"exp_name": "ppo", "seed": seed, "env_id": "CartPole-v1", "vector_env": backend,
-                  "runs_dir": f"runs_{seed}", "num_envs": 4, "batch_size": 512}
+        params = {
+            "exp_name": "ppo",
+            "seed": seed,
+            "env_id": "CartPole-v1",
+            "vector_env": backend,
+            "runs_dir": f"runs_{seed}",
+            "num_envs": 4,
+            "batch_size": 512,
+        }
         with SummaryWriter(str(tmp_path / "runs" / name)) as writer:
-            writer.add_text("hyperparameters", "|param|value|\n|-|-|\n"
-                            + "\n".join(f"|{k}|{v}|" for k, v in params.items()))
+            writer.add_text(
+                "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in params.items())
+            )
             for step, value in enumerate(returns):
                 writer.add_scalar("charts/episodic_return", value, 100 * (step + 1))
 
     write_run(1, "sync", [10.0, 20.0])
     write_run(2, "sync", [30.0, 40.0])
     write_run(1, "async", [50.0, 70.0])
-    res = run_script([PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"),
-                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    res = run_script(
+        [PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"), "--formats", "png"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     rows = table_rows(res.stdout)
     assert set(rows) == {("CartPole-v1", "ppo (vector_env=sync)"), ("CartPole-v1", "ppo (vector_env=async)")}
@@ -164,9 +201,12 @@ def test_each_panel_is_labelled_by_its_axis_and_the_legend_names_every_configura
     plt = plot.import_pyplot()
     steps, times = np.arange(1, 41) * 100, np.arange(40, dtype=float)
     names = ["ale", "envpool", "multigpu_2ranks", "sync", "sync_1env"]
-    groups = {("BreakoutNoFrameskip-v4", name): [plot.RunCurve("BreakoutNoFrameskip-v4", name, 1, "", steps,
-                                                               np.full(40, float(i)), times, 40.0)]
-              for i, name in enumerate(names)}
+    groups = {
+        ("BreakoutNoFrameskip-v4", name): [
+            plot.RunCurve("BreakoutNoFrameskip-v4", name, 1, "", steps, np.full(40, float(i)), times, 40.0)
+        ]
+        for i, name in enumerate(names)
+    }
     fig = plot.draw(groups, plot.Args(smoothing_window=5), plt)
     fig.canvas.draw()
     visible = [ax for ax in fig.axes if ax.get_visible()]
@@ -188,8 +228,11 @@ def test_a_run_without_logged_identity_is_named_by_its_folder_or_skipped(tmp_pat
     for name in ("CartPole-v1__ppo__1__1700000000", "my-run"):
         with SummaryWriter(str(tmp_path / "runs" / name)) as writer:
             writer.add_scalar("charts/episodic_return", 10.0, 100)
-    res = run_script([PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"),
-                      "--formats", "png"], cwd=tmp_path, timeout=120)
+    res = run_script(
+        [PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"), "--formats", "png"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert set(table_rows(res.stdout)) == {("CartPole-v1", "ppo")}
     assert f"warning: skipping {tmp_path / 'runs' / 'my-run'}: it logged no env_id, exp_name and seed" in res.stderr

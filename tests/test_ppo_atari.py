@@ -12,7 +12,17 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from helpers import REPO_ROOT, CHART_TAGS, LOSS_TAGS, assert_one_line_error, find_run_dir, load_script, read_scalars, run_on_terminal_until, run_script
+from helpers import (
+    REPO_ROOT,
+    CHART_TAGS,
+    LOSS_TAGS,
+    assert_one_line_error,
+    find_run_dir,
+    load_script,
+    read_scalars,
+    run_on_terminal_until,
+    run_script,
+)
 from helpers import start_script, stop_after, wait_for
 from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, logged_losses
 
@@ -150,9 +160,20 @@ def test_script_vector_envs_use_same_step_autoreset(vector_env):
 @pytest.mark.parametrize("vector_env", ["sync", "async"])
 def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
     result = run_script(
-        [SCRIPT, "--env-id", "BreakoutNoFrameskip-v4", "--total-timesteps", "4096", "--vector-env", vector_env,
-         "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, timeout=400, env=FAST,
+        [
+            SCRIPT,
+            "--env-id",
+            "BreakoutNoFrameskip-v4",
+            "--total-timesteps",
+            "4096",
+            "--vector-env",
+            vector_env,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=400,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run_dir(tmp_path / "runs")
@@ -170,9 +191,21 @@ def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
 @pytest.mark.slow
 def test_one_env_save_model_then_evaluate(tmp_path):
     result = run_script(
-        [SCRIPT, "--num-envs", "1", "--num-steps", "64", "--total-timesteps", "256", "--save-model",
-         "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, timeout=300, env=FAST,
+        [
+            SCRIPT,
+            "--num-envs",
+            "1",
+            "--num-steps",
+            "64",
+            "--total-timesteps",
+            "256",
+            "--save-model",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run_dir(tmp_path / "runs")
@@ -180,7 +213,9 @@ def test_one_env_save_model_then_evaluate(tmp_path):
     assert model.stat().st_size > 1_000_000  # the Nature CNN has 1.7M parameters
     result = run_script(
         ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model), "--eval-episodes", "2"],
-        cwd=tmp_path, timeout=300, env=FAST,
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("eval episode") == 2
@@ -188,7 +223,9 @@ def test_one_env_save_model_then_evaluate(tmp_path):
     # a model for Breakout (4 actions) does not fit Pong (6 actions): one-line error
     result = run_script(
         ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model), "--env-id", "PongNoFrameskip-v4"],
-        cwd=tmp_path, timeout=120, env=FAST,
+        cwd=tmp_path,
+        timeout=120,
+        env=FAST,
     )
     assert_one_line_error(result, "does not fit")
 
@@ -213,9 +250,22 @@ def test_same_seed_gives_identical_losses(tmp_path):
 @pytest.mark.slow
 def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
     returncode, text = run_on_terminal_until(
-        [SCRIPT, "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "1000000", "--save-model",
-         "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, until="SPS=", timeout=240, env=FAST,
+        [
+            SCRIPT,
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "32",
+            "--total-timesteps",
+            "1000000",
+            "--save-model",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        until="SPS=",
+        timeout=240,
+        env=FAST,
     )
     assert returncode != 0
     assert "SPS=" in text and "step" in text, text[-2000:]  # tqdm's bar with the SPS postfix
@@ -231,7 +281,9 @@ def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
     # covered by every other run: stdout is a pipe there; check one explicitly
     result = run_script(
         [SCRIPT, "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "32", "--runs-dir", str(tmp_path)],
-        cwd=tmp_path, timeout=200, env=FAST,
+        cwd=tmp_path,
+        timeout=200,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "SPS=" not in result.stdout + result.stderr
@@ -270,14 +322,31 @@ def test_more_threads_than_the_cores_are_capped_with_a_note(tmp_path, script):
     cores = len(os.sched_getaffinity(0))
     if cores >= 200:
         pytest.skip("this machine has 200 cores or more")
-    run = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1", "--no-cuda",
-           "--total-timesteps", "16", "--torch-threads", "200", "--env-threads", "200"]
+    run = [
+        "--num-envs",
+        "1",
+        "--num-steps",
+        "16",
+        "--num-minibatches",
+        "1",
+        "--update-epochs",
+        "1",
+        "--no-cuda",
+        "--total-timesteps",
+        "16",
+        "--torch-threads",
+        "200",
+        "--env-threads",
+        "200",
+    ]
     result = run_script([script, *run, "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=200, env=FAST)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     for flag in ("--env-threads", "--torch-threads"):
-        assert (f"note: {flag} 200 is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
-                f"{cores} (more threads than cores only wait for each other)") in lines, lines
+        assert (
+            f"note: {flag} 200 is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
+            f"{cores} (more threads than cores only wait for each other)"
+        ) in lines, lines
     assert f"{cores} cores: {cores} torch threads" in next(line for line in lines if line.startswith("run ")), lines
 
 
@@ -287,8 +356,9 @@ def test_the_rounding_note_is_silent_on_the_defaults_and_on_a_resume(tmp_path, s
     """CleanRL's defaults (10M steps, batch 1024: 0.006% left out) get no note; nor does a resume, even to a total
     whose remainder a new run would note (3500 with batch 1024)."""
     common = [script, "--runs-dir", str(tmp_path / "runs"), "--run-name", "defaults"]
-    code, output = stop_after(common + ["--checkpoint-interval", "1"], tmp_path, tmp_path / "run.log",
-                              "checkpoint: iteration 1,", env=FAST)
+    code, output = stop_after(
+        common + ["--checkpoint-interval", "1"], tmp_path, tmp_path / "run.log", "checkpoint: iteration 1,", env=FAST
+    )
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "9765 iteration" in next(line for line in output.splitlines() if line.startswith("run ")), output[:2000]
     assert "is not a multiple of the batch" not in output, output[:2000]
@@ -333,9 +403,21 @@ def test_bad_input_is_a_one_line_error(tmp_path, argv, fragment):
 @pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
 def test_capture_video_records_env_0(tmp_path, script):
     result = run_script(
-        [script, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128", "--capture-video",
-         "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, timeout=300, env=FAST,
+        [
+            script,
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "64",
+            "--total-timesteps",
+            "128",
+            "--capture-video",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_name = find_run_dir(tmp_path / "runs").name
@@ -350,9 +432,21 @@ def test_track_without_wandb_is_a_one_line_error(tmp_path):
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "wandb.py").write_text("raise ImportError('no wandb here')\n")
     result = run_script(
-        [SCRIPT, "--track", "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "16",
-         "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, timeout=120, env={**FAST, "PYTHONPATH": str(tmp_path / "fake")},
+        [
+            SCRIPT,
+            "--track",
+            "--num-envs",
+            "1",
+            "--num-steps",
+            "16",
+            "--total-timesteps",
+            "16",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=120,
+        env={**FAST, "PYTHONPATH": str(tmp_path / "fake")},
     )
     assert_one_line_error(result, "pip install -e '.[track]'")
 
@@ -372,8 +466,13 @@ def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, tmp_pa
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    chosen = subprocess.run([sys.executable, "-c", code], env=dict(env, OMP_WAIT_POLICY="ACTIVE"),
-                            capture_output=True, text=True, timeout=120)
+    chosen = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(env, OMP_WAIT_POLICY="ACTIVE"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert default.stdout.split()[-1] == "PASSIVE", default.stderr[-2000:]
     assert chosen.stdout.split()[-1] == "ACTIVE", chosen.stderr[-2000:]
 
@@ -408,8 +507,9 @@ def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
     batch, iterations, opt_steps = 128, 4, 4 * 4  # 4 envs x 32 steps; 4 epochs x 4 minibatches per iteration
     common = [SCRIPT, *FIXED_RUN, "--seed", str(FIXED_SEED), "--runs-dir", str(tmp_path / "runs"), "--run-name", "cut"]
     log = tmp_path / "first.log"
-    code, output = stop_after(common + ["--checkpoint-interval", "1"], tmp_path, log, "checkpoint: iteration 1,",
-                              env=FAST)
+    code, output = stop_after(
+        common + ["--checkpoint-interval", "1"], tmp_path, log, "checkpoint: iteration 1,", env=FAST
+    )
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "stopped at global step" in output and "Traceback" not in output, output[-3000:]
     run_dir = tmp_path / "runs" / "cut"
@@ -452,8 +552,24 @@ def test_an_unreadable_checkpoint_is_one_whole_line_that_quotes_torchs_first_sen
     sentence of torch's reason, whole (torch's longer text was cut at 200 characters mid-sentence, and for garbage
     it advised `weights_only=False`, wrong here), and keeps the advice at its end."""
     runs = tmp_path / "runs"
-    base = [SCRIPT, "--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1",
-            "--torch-threads", "1", "--no-progress-bar", "--total-timesteps", "64", "--runs-dir", str(runs)]
+    base = [
+        SCRIPT,
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "32",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "1",
+        "--torch-threads",
+        "1",
+        "--no-progress-bar",
+        "--total-timesteps",
+        "64",
+        "--runs-dir",
+        str(runs),
+    ]
     result = run_script(base + ["--run-name", "cut"], cwd=tmp_path, timeout=300, env=FAST)
     assert result.returncode == 0, result.stderr[-2000:]
     checkpoint = runs / "cut" / "checkpoint.pt"
@@ -461,11 +577,16 @@ def test_an_unreadable_checkpoint_is_one_whole_line_that_quotes_torchs_first_sen
     os.truncate(checkpoint, 100_000)
     (runs / "garbage").mkdir()
     (runs / "garbage" / "checkpoint.pt").write_bytes(np.random.default_rng(0).bytes(4096))
-    for name, reason in (("cut", "PytorchStreamReader failed reading zip archive: failed finding central directory"),
-                         ("garbage", "Weights only load failed")):
+    for name, reason in (
+        ("cut", "PytorchStreamReader failed reading zip archive: failed finding central directory"),
+        ("garbage", "Weights only load failed"),
+    ):
         result = run_script(base + ["--resume", "--run-name", name], cwd=tmp_path, timeout=120, env=FAST)
-        assert_one_line_error(result, f"cannot read the checkpoint {runs / name / 'checkpoint.pt'} ({reason}); it is "
-                                      "corrupt (cut short by a full disk?) or not from this script")
+        assert_one_line_error(
+            result,
+            f"cannot read the checkpoint {runs / name / 'checkpoint.pt'} ({reason}); it is "
+            "corrupt (cut short by a full disk?) or not from this script",
+        )
         line = result.stderr.strip()
         assert line.endswith("remove it, or move it away to start the run anew"), line
         assert "weights_only" not in line, line

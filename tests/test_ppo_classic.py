@@ -166,7 +166,9 @@ def short_run(tmp_path, name, *extra):
     runs = tmp_path / name
     result = run_script(
         [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512", "--runs-dir", str(runs), *extra],
-        cwd=tmp_path, timeout=300, env=FAST,
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return find_run_dir(runs), result
@@ -180,7 +182,9 @@ def short_runs(second_core, tmp_path_factory):
         "first": second_core.submit(short_run, tmp_path, "first", "--seed", "1", "--save-model"),
         "again": second_core.submit(short_run, tmp_path, "again", "--seed", "1"),
         # 600 steps do not fill whole batches of 128: it runs 512 and says so
-        "other": second_core.submit(short_run, tmp_path, "other", "--seed", "2", "--no-cuda", "--total-timesteps", "600"),
+        "other": second_core.submit(
+            short_run, tmp_path, "other", "--seed", "2", "--no-cuda", "--total-timesteps", "600"
+        ),
     }
 
 
@@ -209,9 +213,9 @@ def test_first_line_names_the_run_the_device_and_the_sizes(short_runs):
     run, result = short_runs["again"].result()
     first = result.stdout.splitlines()[0]
     device = "cpu (no CUDA device found: runs on CPU)" if not torch.cuda.is_available() else "cuda ("
-    assert first.startswith(
-        f"run {run.name}: 2 envs (sync), batch 128, minibatch 32, 4 iterations, device {device}"
-    ), first
+    assert first.startswith(f"run {run.name}: 2 envs (sync), batch 128, minibatch 32, 4 iterations, device {device}"), (
+        first
+    )
     assert first.endswith(f"logs in {run}") or "cuda (" in first, first
     assert "note:" not in result.stdout  # 512 steps are 4 whole batches
     _, other = short_runs["other"].result()  # --no-cuda: the plain device name
@@ -250,7 +254,9 @@ def test_the_saved_model_is_evaluated_by_the_eval_cli(short_runs, tmp_path):
     model_path = short_runs["first"].result()[0] / "ppo.cleanrl_model"
     result = run_script(
         ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model_path), "--eval-episodes", "2", "--no-cuda"],
-        cwd=tmp_path, timeout=120, env=FAST,
+        cwd=tmp_path,
+        timeout=120,
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("eval episode") == 2 and "2 episodes: mean return" in result.stdout, result.stdout
@@ -263,9 +269,22 @@ def test_the_saved_model_is_evaluated_by_the_eval_cli(short_runs, tmp_path):
 @pytest.mark.slow
 def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_checkpoint_and_model(tmp_path):
     returncode, output = run_on_terminal_until(
-        [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "10000000", "--save-model",
-         "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, until="ret=", timeout=240, env=FAST,
+        [
+            SCRIPT,
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "64",
+            "--total-timesteps",
+            "10000000",
+            "--save-model",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        until="ret=",
+        timeout=240,
+        env=FAST,
     )
     assert returncode == 128 + signal.SIGTERM, output[-2000:]  # after the iteration it was in, with a checkpoint
     assert "SPS=" in output and "ret=" in output and "ETA=" in output, output[-2000:]  # tqdm bar, postfix

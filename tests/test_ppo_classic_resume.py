@@ -20,8 +20,18 @@ FAST = {"OMP_NUM_THREADS": "1"}
 # 2 envs x 64 steps a batch; 120 iterations (about 5 s here), so that a SIGTERM sent after the first checkpoint
 # lands long before the end
 BATCH, ITERATIONS, OPT_STEPS = 128, 120, 4 * 4  # 4 epochs x 4 minibatches per iteration
-FIXED_RUN = [SCRIPT, "--seed", "3", "--num-envs", "2", "--num-steps", "64", "--total-timesteps",
-             str(BATCH * ITERATIONS), "--no-progress-bar"]
+FIXED_RUN = [
+    SCRIPT,
+    "--seed",
+    "3",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "64",
+    "--total-timesteps",
+    str(BATCH * ITERATIONS),
+    "--no-progress-bar",
+]
 TAGS = [*LOSS_TAGS, "charts/learning_rate"]  # one value per iteration
 EPISODE_TAGS = ["charts/episodic_return", "charts/episodic_length"]  # at the step each episode ended
 
@@ -33,7 +43,11 @@ def logged(run_dir) -> dict[str, list[tuple[int, float]]]:
 def checkpoint_counts(run_dir) -> tuple[int, int, set[int]]:
     """Iteration, global step and the optimizer's step counts of the run's checkpoint."""
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
-    return ckpt["iteration"], ckpt["global_step"], {int(s["step"]) for s in ckpt["state"]["optimizer"]["state"].values()}
+    return (
+        ckpt["iteration"],
+        ckpt["global_step"],
+        {int(s["step"]) for s in ckpt["state"]["optimizer"]["state"].values()},
+    )
 
 
 def fake_crash_after_checkpoint(run_dir, step: int) -> None:
@@ -64,16 +78,24 @@ def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
 
     runs = tmp_path / "runs"
     log = tmp_path / "cut.log"
-    code, output = stop_after([*FIXED_RUN, "--runs-dir", str(runs), "--run-name", "cut", "--checkpoint-interval", "1"],
-                              tmp_path, log, "checkpoint: iteration 1,", env=FAST)
+    code, output = stop_after(
+        [*FIXED_RUN, "--runs-dir", str(runs), "--run-name", "cut", "--checkpoint-interval", "1"],
+        tmp_path,
+        log,
+        "checkpoint: iteration 1,",
+        env=FAST,
+    )
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     run_dir = runs / "cut"
     stopped, stop_step, _ = checkpoint_counts(run_dir)
     assert 1 <= stopped < ITERATIONS and stop_step == stopped * BATCH, output[-3000:]
     # the last line on stderr: where it stopped, where its logs are, and the command that continues it
-    assert output.strip().splitlines()[-1].startswith(f"stopped at global step {stop_step}; logs kept in {run_dir}; "
-                                                      "resume with: "), output[-3000:]
+    assert (
+        output.strip()
+        .splitlines()[-1]
+        .startswith(f"stopped at global step {stop_step}; logs kept in {run_dir}; resume with: ")
+    ), output[-3000:]
     cut = logged(run_dir)
     for tag in TAGS:
         assert cut[tag] == whole[tag][:stopped], tag
@@ -113,8 +135,22 @@ def test_resume_without_a_checkpoint_is_a_one_line_error(tmp_path):
 @pytest.mark.slow
 def test_resume_auto_starts_a_run_and_then_finds_it_complete(tmp_path):
     runs = tmp_path / "runs"
-    command = [SCRIPT, "--num-envs", "2", "--num-steps", "64", "--total-timesteps", str(2 * BATCH), "--no-progress-bar",
-               "--runs-dir", str(runs), "--run-name", "new", "--resume", "auto"]
+    command = [
+        SCRIPT,
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "64",
+        "--total-timesteps",
+        str(2 * BATCH),
+        "--no-progress-bar",
+        "--runs-dir",
+        str(runs),
+        "--run-name",
+        "new",
+        "--resume",
+        "auto",
+    ]
     result = run_script(command, tmp_path, 300, FAST)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0] == f"note: no checkpoint in {runs / 'new'} yet: starting the run"
@@ -140,8 +176,13 @@ def test_the_rounding_note_is_silent_on_the_defaults_and_the_readmes_first_comma
     0.1%) and the README's CartPole command (100000: 0.16%) run without the note."""
     if flags:
         assert f"python {SCRIPT} {' '.join(flags)}\n" in (REPO_ROOT / "README.md").read_text()
-    code, output = stop_after([SCRIPT, *flags, "--checkpoint-interval", "1", "--runs-dir", str(tmp_path / "runs")],
-                              tmp_path, tmp_path / "run.log", "checkpoint: iteration 1,", env=FAST)
+    code, output = stop_after(
+        [SCRIPT, *flags, "--checkpoint-interval", "1", "--runs-dir", str(tmp_path / "runs")],
+        tmp_path,
+        tmp_path / "run.log",
+        "checkpoint: iteration 1,",
+        env=FAST,
+    )
     assert code == 128 + signal.SIGTERM, output[-3000:]
     assert f", {iterations} iterations, " in output.splitlines()[0], output[:2000]
     assert ROUNDING not in output, output[:2000]
@@ -149,8 +190,18 @@ def test_the_rounding_note_is_silent_on_the_defaults_and_the_readmes_first_comma
 
 @pytest.mark.slow
 def test_the_rounding_note_comes_for_a_remainder_above_one_percent_and_never_on_a_resume(tmp_path):
-    command = [SCRIPT, "--num-envs", "4", "--num-steps", "256", "--no-progress-bar", "--runs-dir",
-               str(tmp_path / "runs"), "--run-name", "rounded"]
+    command = [
+        SCRIPT,
+        "--num-envs",
+        "4",
+        "--num-steps",
+        "256",
+        "--no-progress-bar",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--run-name",
+        "rounded",
+    ]
     result = run_script(command + ["--total-timesteps", "1500"], tmp_path, 300, FAST)  # 476 of 1500 steps left out
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"note: --total-timesteps 1500 {ROUNDING} (1024): runs 1024 steps" in result.stdout.splitlines()

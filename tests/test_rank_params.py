@@ -41,10 +41,12 @@ def test_the_ranks_hashes_are_read_back_by_rank(tmp_path):
 
 
 def test_a_missing_script_is_a_one_line_error(tmp_path):
-    result = run_script(["-m", "benchmark.lab.rank_params", str(tmp_path / "out"), "nowhere.py"], cwd=tmp_path,
-                        timeout=120)
+    result = run_script(
+        ["-m", "benchmark.lab.rank_params", str(tmp_path / "out"), "nowhere.py"], cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 1 and result.stderr.strip().splitlines() == [  # (run_script makes the path absolute)
-        f"error: no such script: {REPO_ROOT / 'nowhere.py'} (give the training script after OUT, then its arguments)"]
+        f"error: no such script: {REPO_ROOT / 'nowhere.py'} (give the training script after OUT, then its arguments)"
+    ]
     assert not (tmp_path / "out").exists()
 
 
@@ -53,12 +55,38 @@ def test_a_missing_script_is_a_one_line_error(tmp_path):
 def test_two_ranks_end_with_one_model_and_save_it(tmp_path):
     model = tmp_path / "runs" / "two" / "ppo_atari_multigpu.cleanrl_model"
     result = run_script(
-        ["-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc_per_node=2", "-m",
-         "benchmark.lab.rank_params", str(tmp_path / "hashes"), "--model", str(model), str(REPO_ROOT / MULTIGPU),
-         "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "1",
-         "--total-timesteps", "64", "--no-progress-bar", "--save-model", "--run-name", "two", "--runs-dir",
-         str(tmp_path / "runs")],
-        cwd=tmp_path, timeout=300, env=FAST,
+        [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes=1",
+            "--nproc_per_node=2",
+            "-m",
+            "benchmark.lab.rank_params",
+            str(tmp_path / "hashes"),
+            "--model",
+            str(model),
+            str(REPO_ROOT / MULTIGPU),
+            "--num-envs",
+            "2",
+            "--num-steps",
+            "16",
+            "--num-minibatches",
+            "2",
+            "--update-epochs",
+            "1",
+            "--total-timesteps",
+            "64",
+            "--no-progress-bar",
+            "--save-model",
+            "--run-name",
+            "two",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     hashes = rank_params.rank_hashes(tmp_path / "hashes")

@@ -21,8 +21,23 @@ SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 FAST = {"OMP_NUM_THREADS": "1"}
 # a run with non-default flags (env, rate, sizes): a resume must not need any of them again; 32 steps an iteration
 BATCH = 32
-CUSTOM = ["--env-id", "PongNoFrameskip-v4", "--learning-rate", "1e-3", "--num-envs", "2", "--num-steps", "16",
-          "--num-minibatches", "2", "--update-epochs", "1", "--vector-env", "sync", "--no-progress-bar"]
+CUSTOM = [
+    "--env-id",
+    "PongNoFrameskip-v4",
+    "--learning-rate",
+    "1e-3",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "16",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+    "--vector-env",
+    "sync",
+    "--no-progress-bar",
+]
 
 
 def steps(run_dir, tag="charts/learning_rate") -> list[int]:
@@ -33,17 +48,30 @@ def stored_run(runs, name: str, args, iteration: int = 1) -> str:
     """A checkpoint of `args` at `iteration` in runs/name (no networks: start_run reads only the settings)."""
     (runs / name).mkdir(parents=True)
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()}
-    torch.save({"format": resume.CHECKPOINT_FORMAT, "state": {}, "iteration": iteration, "global_step": iteration * 32,
-                "batch_size": 32, "rng": [], "settings": settings}, runs / name / resume.CHECKPOINT_FILE)
+    torch.save(
+        {
+            "format": resume.CHECKPOINT_FORMAT,
+            "state": {},
+            "iteration": iteration,
+            "global_step": iteration * 32,
+            "batch_size": 32,
+            "rng": [],
+            "settings": settings,
+        },
+        runs / name / resume.CHECKPOINT_FILE,
+    )
     return name
 
 
 def test_an_unreadable_checkpoint_quotes_the_first_sentence_of_the_reason_whole():
     """read_checkpoint quotes `first_sentence` of torch's error (end to end: tests/test_ppo_atari.py)."""
-    zip_error = RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central directory. This "
-                             "is an internal miniz error. If you are seeing this error, there is a high likelihood")
-    assert resume.first_sentence(zip_error) == ("PytorchStreamReader failed reading zip archive: failed finding "
-                                                "central directory")
+    zip_error = RuntimeError(
+        "PytorchStreamReader failed reading zip archive: failed finding central directory. This "
+        "is an internal miniz error. If you are seeing this error, there is a high likelihood"
+    )
+    assert resume.first_sentence(zip_error) == (
+        "PytorchStreamReader failed reading zip archive: failed finding central directory"
+    )
     advice = "Weights only load failed. In PyTorch 2.6 ... with `weights_only` set to `False`.\nPlease file an issue"
     assert resume.first_sentence(pickle.UnpicklingError(advice)) == "Weights only load failed"
     assert resume.first_sentence(pickle.UnpicklingError("invalid load key, 'g'.")) == "invalid load key, 'g'"
@@ -60,15 +88,20 @@ def test_a_resume_parses_the_command_line_over_the_stored_settings(tmp_path, cap
     # flags not given take the run's values; given ones with the run's value pass, in any spelling
     same = ["--learning_rate=1e-3", "--no-anneal-lr", "--env-id", "PongNoFrameskip-v4"]
     args, name, ckpt = resume.start_run(base.Args, "ppo_atari.py", [*where, *same])
-    assert (args.env_id, args.learning_rate, args.anneal_lr, args.total_timesteps) == ("PongNoFrameskip-v4", 1e-3,
-                                                                                       False, 640)
+    assert (args.env_id, args.learning_rate, args.anneal_lr, args.total_timesteps) == (
+        "PongNoFrameskip-v4",
+        1e-3,
+        False,
+        640,
+    )
     assert (name, args.run_name, args.resume, ckpt["iteration"]) == ("r", "r", "yes", 1)
     assert capsys.readouterr().out == ""
     # another value: refused, naming each flag, unless a resume may change it (then a note)
     with pytest.raises(SystemExit) as refused:
         resume.start_run(base.Args, "ppo_atari.py", [*where, "--anneal-lr", "--clip-coef", "0.3", "--bf16"])
     assert "--anneal-lr (the run has --no-anneal-lr), --clip-coef 0.3 (the run has --clip-coef 0.1)" in str(
-        refused.value.code) and "bf16" not in str(refused.value.code)
+        refused.value.code
+    ) and "bf16" not in str(refused.value.code)
     args, _, _ = resume.start_run(base.Args, "ppo_atari.py", [*where, "--bf16", "--total-timesteps", "1e3"])
     assert args.bf16 and args.total_timesteps == 1000
     out = capsys.readouterr().out
@@ -121,8 +154,25 @@ def hyperparameter_texts(run_dir) -> list[tuple[int, str]]:
 def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp_path):
     runs = tmp_path / "runs"
     log = tmp_path / "first.log"
-    proc = start_script([script, *CUSTOM, "--total-timesteps", str(20 * BATCH), "--checkpoint-interval", "1",
-                         "--runs-dir", str(runs), "--run-name", "cut", "--resume", "auto"], tmp_path, log, env=FAST)
+    proc = start_script(
+        [
+            script,
+            *CUSTOM,
+            "--total-timesteps",
+            str(20 * BATCH),
+            "--checkpoint-interval",
+            "1",
+            "--runs-dir",
+            str(runs),
+            "--run-name",
+            "cut",
+            "--resume",
+            "auto",
+        ],
+        tmp_path,
+        log,
+        env=FAST,
+    )
     try:
         wait_for(log, "checkpoint: iteration 1,", proc, timeout=300)
         proc.send_signal(signal.SIGTERM)
@@ -150,15 +200,40 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     assert again.returncode == 0 and "run cut is complete: global step 640" in again.stdout, again.stderr
 
     # changed settings: refused in one line naming every one of them
-    refused = run_script([script, "--resume", "--run-name", "cut", "--runs-dir", str(runs), "--learning-rate",
-                          "2e-3", "--clip-coef", "0.3", "--seed", "7", "--num-envs", "2"], tmp_path, 120, FAST)
+    refused = run_script(
+        [
+            script,
+            "--resume",
+            "--run-name",
+            "cut",
+            "--runs-dir",
+            str(runs),
+            "--learning-rate",
+            "2e-3",
+            "--clip-coef",
+            "0.3",
+            "--seed",
+            "7",
+            "--num-envs",
+            "2",
+        ],
+        tmp_path,
+        120,
+        FAST,
+    )
     assert_one_line_error(refused, "--learning-rate 0.002 (the run has --learning-rate 0.001)")
     assert "--clip-coef 0.3" in refused.stderr and "--seed 7" in refused.stderr and "--num-envs" not in refused.stderr
-    assert "in a cleanrl_utils.launch.benchmark sweep: another --exp-name" in refused.stderr  # where a sweep names its runs
+    assert (
+        "in a cleanrl_utils.launch.benchmark sweep: another --exp-name" in refused.stderr
+    )  # where a sweep names its runs
 
     # a larger --total-timesteps extends the finished run; the learning rate anneals to the new end
-    longer = run_script([script, "--resume", "--run-name", "cut", "--runs-dir", str(runs), "--total-timesteps",
-                         str(22 * BATCH)], tmp_path, 300, FAST)
+    longer = run_script(
+        [script, "--resume", "--run-name", "cut", "--runs-dir", str(runs), "--total-timesteps", str(22 * BATCH)],
+        tmp_path,
+        300,
+        FAST,
+    )
     assert longer.returncode == 0, longer.stderr[-2000:]
     assert "note: resuming with --total-timesteps 704 (the run has --total-timesteps 640)" in longer.stdout
     assert "note: the learning rate now anneals to 0 at step 704" in longer.stdout
@@ -183,8 +258,11 @@ def test_resume_without_a_checkpoint_and_no_empty_folder(script, tmp_path):
     # --resume: the run must exist (both scripts)
     assert_one_line_error(run_script([*base, "--resume"], tmp_path, 120, FAST), "no checkpoint to resume in")
     # a refused start leaves no run folder behind (a missing extra is checked before the folder is made)
-    code = ("import sys, runpy; sys.modules['wandb'] = None; sys.argv = sys.argv[1:]; "
-            "runpy.run_path(sys.argv[0], run_name='__main__')")
-    assert_one_line_error(run_script(["-c", code, script, *base[1:], "--track"], tmp_path, 120, FAST),
-                          "--track needs wandb")
+    code = (
+        "import sys, runpy; sys.modules['wandb'] = None; sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    assert_one_line_error(
+        run_script(["-c", code, script, *base[1:], "--track"], tmp_path, 120, FAST), "--track needs wandb"
+    )
     assert not runs.exists() or not list(runs.iterdir())

@@ -24,8 +24,14 @@ def run_session(tmp_path, require: str | None) -> subprocess.CompletedProcess[st
     env["PYTHONPATH"] = str(REPO_ROOT / "tests")
     if require is not None:
         env["CLEANRL_REQUIRE_SLURM"] = require
-    return subprocess.run([sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cluster_tests_skip_with_the_reason_without_slurm(tmp_path):

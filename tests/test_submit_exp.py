@@ -65,9 +65,21 @@ def one_error_line(res) -> str:
 
 def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
     res = run_submit(
-        ["--command", USER_COMMAND, "--num-seeds", "3", "--num-nodes", "4", "--instance-type", "c5.12xlarge",
-         "--efs-file-system-id", "fs-0123456789abcdef0", "--efs-access-point-id", "fsap-0123456789abcdef0",
-         "--dry-run"],
+        [
+            "--command",
+            USER_COMMAND,
+            "--num-seeds",
+            "3",
+            "--num-nodes",
+            "4",
+            "--instance-type",
+            "c5.12xlarge",
+            "--efs-file-system-id",
+            "fs-0123456789abcdef0",
+            "--efs-access-point-id",
+            "fsap-0123456789abcdef0",
+            "--dry-run",
+        ],
         tmp_path,
         aws_env(tmp_path),  # a dry run needs no credentials
     )
@@ -86,14 +98,27 @@ def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
     resources = {r["type"]: r["value"] for r in container["resourceRequirements"]}
     assert resources["VCPU"] == "48" and "GPU" not in resources and 80_000 < int(resources["MEMORY"]) < 96 * 1024
     # the run folders on EFS, through the access point (encrypted in transit, IAM), at the runs' --runs-dir
-    assert container["volumes"] == [{"name": "runs", "efsVolumeConfiguration": {
-        "fileSystemId": "fs-0123456789abcdef0", "transitEncryption": "ENABLED",
-        "authorizationConfig": {"accessPointId": "fsap-0123456789abcdef0", "iam": "ENABLED"}}}]
+    assert container["volumes"] == [
+        {
+            "name": "runs",
+            "efsVolumeConfiguration": {
+                "fileSystemId": "fs-0123456789abcdef0",
+                "transitEncryption": "ENABLED",
+                "authorizationConfig": {"accessPointId": "fsap-0123456789abcdef0", "iam": "ENABLED"},
+            },
+        }
+    ]
     assert container["mountPoints"] == [{"sourceVolume": "runs", "containerPath": "/mnt/runs", "readOnly": False}]
     # lost hosts (spot reclaim) retry, the script's own errors do not, anything else retries
-    assert definition["retryStrategy"] == {"attempts": 4, "evaluateOnExit": [
-        {"onStatusReason": "Host EC2*", "action": "RETRY"}, {"onExitCode": "1", "action": "EXIT"},
-        {"onExitCode": "2", "action": "EXIT"}, {"onReason": "*", "action": "RETRY"}]}
+    assert definition["retryStrategy"] == {
+        "attempts": 4,
+        "evaluateOnExit": [
+            {"onStatusReason": "Host EC2*", "action": "RETRY"},
+            {"onExitCode": "1", "action": "EXIT"},
+            {"onExitCode": "2", "action": "EXIT"},
+            {"onReason": "*", "action": "RETRY"},
+        ],
+    }
 
     for seed, r in zip((1, 2, 3), requests[1:]):
         submit = r["params"]
@@ -109,9 +134,11 @@ def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
         ), last
         assert '--rdzv-endpoint="$MAIN_ADDR:29500"' in last
         # every attempt of a seed's run continues the same run folder on the volume
-        assert last.endswith(f"cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --runs-dir /mnt/runs "
-                             f"--seed {seed} --run-name BeamRiderNoFrameskip-v4__ppo_atari_multigpu__{seed} "
-                             "--resume auto")
+        assert last.endswith(
+            f"cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --runs-dir /mnt/runs "
+            f"--seed {seed} --run-name BeamRiderNoFrameskip-v4__ppo_atari_multigpu__{seed} "
+            "--resume auto"
+        )
         # the main node has no MAIN_NODE_PRIVATE_IPV4_ADDRESS and falls back to its own address
         assert "MAIN_ADDR=${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$THIS_ADDR}" in script
 
@@ -128,10 +155,25 @@ def test_dry_run_prints_one_valid_multinode_job_per_seed(tmp_path):
 
 def test_single_node_gpu_job_with_secret_arn_is_valid(tmp_path):
     res = run_submit(
-        ["--command", USER_COMMAND, "--instance-type", "p4d.24xlarge", "--num-retries", "2", "--dry-run",
-         "--efs-file-system-id", "fs-0123456789abcdef0", "--efs-root-directory", "/cleanrl", "--efs-runs-dir", "/r",
-         "--wandb-secret-arn", SECRET_ARN,
-         "--execution-role-arn", "arn:aws:iam::123456789012:role/batch-exec"],
+        [
+            "--command",
+            USER_COMMAND,
+            "--instance-type",
+            "p4d.24xlarge",
+            "--num-retries",
+            "2",
+            "--dry-run",
+            "--efs-file-system-id",
+            "fs-0123456789abcdef0",
+            "--efs-root-directory",
+            "/cleanrl",
+            "--efs-runs-dir",
+            "/r",
+            "--wandb-secret-arn",
+            SECRET_ARN,
+            "--execution-role-arn",
+            "arn:aws:iam::123456789012:role/batch-exec",
+        ],
         tmp_path,
         aws_env(tmp_path),
     )
@@ -143,7 +185,10 @@ def test_single_node_gpu_job_with_secret_arn_is_valid(tmp_path):
     assert definition["type"] == "container" and definition["retryStrategy"]["attempts"] == 3
     container = definition["containerProperties"]
     assert container["volumes"][0]["efsVolumeConfiguration"] == {
-        "fileSystemId": "fs-0123456789abcdef0", "transitEncryption": "ENABLED", "rootDirectory": "/cleanrl"}
+        "fileSystemId": "fs-0123456789abcdef0",
+        "transitEncryption": "ENABLED",
+        "rootDirectory": "/cleanrl",
+    }
     assert container["mountPoints"][0]["containerPath"] == "/r"
     assert {r["type"]: r["value"] for r in container["resourceRequirements"]}["GPU"] == "8"
     assert container["secrets"] == [{"name": "WANDB_API_KEY", "valueFrom": SECRET_ARN}]
@@ -167,11 +212,17 @@ class FakeBatch:
                 op = operations.get(self.path, self.path)
                 fake.received.append((op, body))
                 if op == "RegisterJobDefinition":
-                    reply = {"jobDefinitionName": body["jobDefinitionName"], "jobDefinitionArn": fake.ARN,
-                             "revision": 7}
+                    reply = {
+                        "jobDefinitionName": body["jobDefinitionName"],
+                        "jobDefinitionArn": fake.ARN,
+                        "revision": 7,
+                    }
                 else:
-                    reply = {"jobName": body["jobName"], "jobId": f"job-{len(fake.received)}",
-                             "jobArn": "arn:aws:batch:job"}
+                    reply = {
+                        "jobName": body["jobName"],
+                        "jobId": f"job-{len(fake.received)}",
+                        "jobArn": "arn:aws:batch:job",
+                    }
                 data = json.dumps(reply).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -209,11 +260,27 @@ def test_missing_credentials_or_region_sends_nothing(tmp_path, fake_batch):
 
 
 def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
-    args = ["--command", USER_COMMAND, "--num-seeds", "2", "--num-nodes", "2", "--instance-type", "g5.12xlarge",
-            "--wandb-key-env", "MY_WANDB_KEY", "--job-queue", "gpu-queue"]
+    args = [
+        "--command",
+        USER_COMMAND,
+        "--num-seeds",
+        "2",
+        "--num-nodes",
+        "2",
+        "--instance-type",
+        "g5.12xlarge",
+        "--wandb-key-env",
+        "MY_WANDB_KEY",
+        "--job-queue",
+        "gpu-queue",
+    ]
     env = aws_env(
-        tmp_path, MY_WANDB_KEY=SECRET, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secretexample",
-        AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=fake_batch.url,
+        tmp_path,
+        MY_WANDB_KEY=SECRET,
+        AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+        AWS_SECRET_ACCESS_KEY="secretexample",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=fake_batch.url,
     )
     dry = run_submit([*args, "--dry-run"], tmp_path, env)
     assert dry.returncode == 0, dry.stderr
@@ -245,8 +312,10 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
         (["--command", "python cleanrl/ppo_atari.py", "--num-nodes", "2"], "torch.distributed script"),
         (["--command", "python cleanrl/ppo.py --seed 3"], "must not set --seed"),
         (["--command", "python cleanrl/ppo_atari.py --run-name x"], "must not set --run-name"),
-        (["--command", "python cleanrl/ppo_atari.py --runs-dir r", "--efs-file-system-id", "fs-1"],
-         "must not set --runs-dir with --efs-file-system-id"),
+        (
+            ["--command", "python cleanrl/ppo_atari.py --runs-dir r", "--efs-file-system-id", "fs-1"],
+            "must not set --runs-dir with --efs-file-system-id",
+        ),
         (["--command", USER_COMMAND, "--efs-access-point-id", "fsap-1"], "needs --efs-file-system-id"),
         (["--command", USER_COMMAND, "--instance-type", "x9.huge"], "unknown --instance-type 'x9.huge'"),
         (["--command", USER_COMMAND, "--wandb-key-env", "NOT_SET_ANYWHERE_123"], "NOT_SET_ANYWHERE_123"),
@@ -262,14 +331,17 @@ def test_bad_input_gives_one_line_error(tmp_path, args, message):
     assert message in one_error_line(run_submit([*args, "--dry-run"], tmp_path))
 
 
-@pytest.mark.parametrize("command, message", [
-    ("python cleanrl/ppo_atari.py --exp-name=../x", "--exp-name '../x' is not a folder name: a run is one folder"),
-    ("python cleanrl/ppo_atari.py --exp-name ' x'", "--exp-name ' x' is not a folder name"),
-    ("python cleanrl/ppo_atari.py --run-name=a/b", "must not set --run-name"),
-    # not checked by its Args here (a module, or a script only the cluster's image has), the names still are
-    ("python -m cleanrl.ppo_atari --exp-name a/b", "--exp-name 'a/b' is not a folder name"),
-    ("python /opt/image/ppo_atari.py --exp-name ..", "--exp-name '..' is not a folder name"),
-])
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        ("python cleanrl/ppo_atari.py --exp-name=../x", "--exp-name '../x' is not a folder name: a run is one folder"),
+        ("python cleanrl/ppo_atari.py --exp-name ' x'", "--exp-name ' x' is not a folder name"),
+        ("python cleanrl/ppo_atari.py --run-name=a/b", "must not set --run-name"),
+        # not checked by its Args here (a module, or a script only the cluster's image has), the names still are
+        ("python -m cleanrl.ppo_atari --exp-name a/b", "--exp-name 'a/b' is not a folder name"),
+        ("python /opt/image/ppo_atari.py --exp-name ..", "--exp-name '..' is not a folder name"),
+    ],
+)
 @pytest.mark.parametrize("provider", ["aws", "local", "slurm"])
 def test_names_are_one_folder_name_before_anything_is_submitted(tmp_path, command, message, provider):
     res = run_submit(["--command", command, "--provider", provider, "--dry-run"], tmp_path)
@@ -277,17 +349,31 @@ def test_names_are_one_folder_name_before_anything_is_submitted(tmp_path, comman
 
 
 def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
-    res = run_submit(["--command", "python cleanrl/ppo_atari.py --exp-name=wide --env-id=PongNoFrameskip-v4",
-                      "--provider", "slurm", "--dry-run"], tmp_path)
+    res = run_submit(
+        [
+            "--command",
+            "python cleanrl/ppo_atari.py --exp-name=wide --env-id=PongNoFrameskip-v4",
+            "--provider",
+            "slurm",
+            "--dry-run",
+        ],
+        tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert "run_names=(PongNoFrameskip-v4__wide__1)" in res.stdout
 
 
-@pytest.mark.parametrize("flags, message", [
-    ("--num-envs abc", "do not parse for ppo_atari.py: 'abc' is not a number; give a whole number"),
-    ("--vector-env foo", "do not parse for ppo_atari.py: invalid choice 'foo' for argument '--vector-env'"),
-    ("--num-envz 8", "do not parse for ppo_atari.py: Unrecognized options: --num-envz, 8 Perhaps you meant: --num-envs"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ("--num-envs abc", "do not parse for ppo_atari.py: 'abc' is not a number; give a whole number"),
+        ("--vector-env foo", "do not parse for ppo_atari.py: invalid choice 'foo' for argument '--vector-env'"),
+        (
+            "--num-envz 8",
+            "do not parse for ppo_atari.py: Unrecognized options: --num-envz, 8 Perhaps you meant: --num-envs",
+        ),
+    ],
+)
 def test_a_flag_that_does_not_parse_is_said_in_the_scripts_words(tmp_path, flags, message):
     """The script's own line or tyro's text without its frame, and the script's --help, not this tool's."""
     for command in (f"python cleanrl/ppo_atari.py {flags}", f"python -m cleanrl.ppo_atari {flags}"):
@@ -299,10 +385,13 @@ def test_a_flag_that_does_not_parse_is_said_in_the_scripts_words(tmp_path, flags
 def test_a_script_not_found_here_is_submitted_with_a_note_that_its_flags_are_unchecked(tmp_path):
     res = run_submit(["--command", "python /opt/image/train.py --env-id Pong", "--dry-run"], tmp_path)
     assert res.returncode == 0, res.stderr
-    assert ("note: /opt/image/train.py is not a training script of this project found here: its flags are checked "
-            "only when the job runs it") in res.stderr.splitlines()
-    checked = run_submit(["--command", "python cleanrl/ppo_atari.py --env-id PongNoFrameskip-v4", "--dry-run"],
-                         tmp_path)
+    assert (
+        "note: /opt/image/train.py is not a training script of this project found here: its flags are checked "
+        "only when the job runs it"
+    ) in res.stderr.splitlines()
+    checked = run_submit(
+        ["--command", "python cleanrl/ppo_atari.py --env-id PongNoFrameskip-v4", "--dry-run"], tmp_path
+    )
     assert checked.returncode == 0 and "not a training script" not in checked.stderr, checked.stderr
 
 
@@ -318,8 +407,15 @@ def why_it_failed(output: str) -> str:
     """A failed multi-node run's first lines, then the lines that say why (an abort's message, Python's fault
     handler, errors, exit codes) last, where a cut log still shows them."""
     lines = output.splitlines()
-    why = [line for line in lines if re.search(r"terminate called|what\(\)|Fatal Python|Thread 0x|File \"/(?!.*"
-                                                 r"site-packages/torch/distributed)|error|exit code", line)]
+    why = [
+        line
+        for line in lines
+        if re.search(
+            r"terminate called|what\(\)|Fatal Python|Thread 0x|File \"/(?!.*"
+            r"site-packages/torch/distributed)|error|exit code",
+            line,
+        )
+    ]
     return "\n".join([*lines[:30], "...", *why[-60:]])
 
 
@@ -340,8 +436,16 @@ def assert_two_rank_runs(runs_dir: Path, seeds: tuple[int, ...], output: str) ->
 def test_local_provider_runs_two_simulated_nodes(tmp_path):
     runs = tmp_path / "runs"
     res = run_submit(
-        ["--provider", "local", "--num-nodes", "2", "--instance-type", "c5.12xlarge",
-         "--command", f"{TINY_MULTIGPU} --runs-dir {runs}"],
+        [
+            "--provider",
+            "local",
+            "--num-nodes",
+            "2",
+            "--instance-type",
+            "c5.12xlarge",
+            "--command",
+            f"{TINY_MULTIGPU} --runs-dir {runs}",
+        ],
         tmp_path,
         env=with_fault_handler(),
         timeout=300,
@@ -360,12 +464,24 @@ def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
     runs, log, iterations = tmp_path / "runs", tmp_path / "submit.log", 12
     command = TINY_MULTIGPU.replace("--total-timesteps 64", f"--total-timesteps {iterations * 64}")
     proc = start_script(
-        [str(REPO_ROOT / SUBMIT), "--provider", "local", "--num-nodes", "2", "--num-retries", "1", "--command",
-         f"{command} --runs-dir {runs} --checkpoint-interval 1"], tmp_path, log, env=with_fault_handler())
+        [
+            str(REPO_ROOT / SUBMIT),
+            "--provider",
+            "local",
+            "--num-nodes",
+            "2",
+            "--num-retries",
+            "1",
+            "--command",
+            f"{command} --runs-dir {runs} --checkpoint-interval 1",
+        ],
+        tmp_path,
+        log,
+        env=with_fault_handler(),
+    )
     try:
         wait_for(log, "checkpoint: iteration 2,", proc, timeout=300)
-        node1 = [p for p in psutil.Process(proc.pid).children()
-                 if p.environ().get("AWS_BATCH_JOB_NODE_INDEX") == "1"]
+        node1 = [p for p in psutil.Process(proc.pid).children() if p.environ().get("AWS_BATCH_JOB_NODE_INDEX") == "1"]
         assert len(node1) == 1
         node1[0].send_signal(signal.SIGKILL)
         code = proc.wait(timeout=400)
@@ -380,7 +496,9 @@ def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
     assert output.rstrip().splitlines()[-1] == "seed 1: node exit codes [0, 0]"
     run_dir = runs / "BreakoutNoFrameskip-v4__ppo_atari_multigpu__1"
     assert [p.name for p in runs.iterdir()] == [run_dir.name]
-    assert [step for step, _ in read_scalars(run_dir, "losses/value_loss")] == [64 * i for i in range(1, iterations + 1)]
+    assert [step for step, _ in read_scalars(run_dir, "losses/value_loss")] == [
+        64 * i for i in range(1, iterations + 1)
+    ]
 
 
 @pytest.mark.torchrun
@@ -389,8 +507,18 @@ def test_local_provider_fails_and_stops_the_other_node(tmp_path):
     # rank 1 dies before joining; rank 0 would wait in init_process_group for many minutes if not stopped
     start = time.monotonic()
     res = run_submit(
-        ["--provider", "local", "--num-nodes", "2", "--launcher", "torchrun", "--num-retries", "0",
-         "--command", f"python {STANDIN} --out-dir {tmp_path / 'out'} --fail-rank 1"],
+        [
+            "--provider",
+            "local",
+            "--num-nodes",
+            "2",
+            "--launcher",
+            "torchrun",
+            "--num-retries",
+            "0",
+            "--command",
+            f"python {STANDIN} --out-dir {tmp_path / 'out'} --fail-rank 1",
+        ],
         tmp_path,
         timeout=240,
     )
@@ -406,9 +534,26 @@ def test_local_provider_fails_and_stops_the_other_node(tmp_path):
 def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     runs, script = tmp_path / "runs", tmp_path / "job.sbatch"
     res = run_submit(
-        ["--provider", "slurm", "--num-nodes", "2", "--start-seed", "5",
-         "--vcpus", "1", "--memory", "500", "--gpus", "0", "--slurm-script-path", str(script), "--submit", "--wait",
-         "--command", f"{TINY_MULTIGPU} --runs-dir {runs}"],
+        [
+            "--provider",
+            "slurm",
+            "--num-nodes",
+            "2",
+            "--start-seed",
+            "5",
+            "--vcpus",
+            "1",
+            "--memory",
+            "500",
+            "--gpus",
+            "0",
+            "--slurm-script-path",
+            str(script),
+            "--submit",
+            "--wait",
+            "--command",
+            f"{TINY_MULTIGPU} --runs-dir {runs}",
+        ],
         tmp_path,
         slurm_cluster.env,
         timeout=400,
@@ -416,8 +561,13 @@ def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
     logs = "\n".join(p.read_text() for p in sorted((tmp_path / "logs").glob("*.log")))
     assert res.returncode == 0, res.stdout + res.stderr + logs + slurm_cluster.logs()
     text = script.read_text()
-    for line in ("#SBATCH --nodes=2", "#SBATCH --array=0-0", "#SBATCH --cpus-per-task=1", "#SBATCH --mem=500M",
-                 "export SEED=$((5 + SLURM_ARRAY_TASK_ID % 1))"):
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --array=0-0",
+        "#SBATCH --cpus-per-task=1",
+        "#SBATCH --mem=500M",
+        "export SEED=$((5 + SLURM_ARRAY_TASK_ID % 1))",
+    ):
         assert line in text.splitlines(), line
     assert "#SBATCH --gpus-per-node" not in text
     assert f'{sys.executable} -m torch.distributed.run --nnodes="$SLURM_NNODES" --node-rank="$SLURM_NODEID"' in text
@@ -429,9 +579,26 @@ def test_slurm_two_node_torchrun_job(slurm_cluster, tmp_path):
 def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
     # `sbatch --wait` returns the jobs' exit code: python's 2 for a missing script; one array task per seed
     res = run_submit(
-        ["--provider", "slurm", "--num-seeds", "2", "--start-seed", "5", "--vcpus", "1", "--memory", "100",
-         "--gpus", "0", "--submit", "--wait",
-         "--slurm-script-path", str(tmp_path / "fail.sbatch"), "--command", f"python {tmp_path / 'missing.py'}"],
+        [
+            "--provider",
+            "slurm",
+            "--num-seeds",
+            "2",
+            "--start-seed",
+            "5",
+            "--vcpus",
+            "1",
+            "--memory",
+            "100",
+            "--gpus",
+            "0",
+            "--submit",
+            "--wait",
+            "--slurm-script-path",
+            str(tmp_path / "fail.sbatch"),
+            "--command",
+            f"python {tmp_path / 'missing.py'}",
+        ],
         tmp_path,
         slurm_cluster.env,
         timeout=120,
@@ -444,14 +611,37 @@ def test_slurm_failed_job_exit_code_comes_back(slurm_cluster, tmp_path):
 
 
 def test_a_dry_run_warns_of_idle_cores_and_lost_run_folders(tmp_path):
-    res = run_submit(["--command", "python cleanrl/ppo_atari_multigpu.py --env-id BreakoutNoFrameskip-v4",
-                      "--num-nodes", "4", "--instance-type", "c5.12xlarge", "--dry-run"], tmp_path, aws_env(tmp_path))
+    res = run_submit(
+        [
+            "--command",
+            "python cleanrl/ppo_atari_multigpu.py --env-id BreakoutNoFrameskip-v4",
+            "--num-nodes",
+            "4",
+            "--instance-type",
+            "c5.12xlarge",
+            "--dry-run",
+        ],
+        tmp_path,
+        aws_env(tmp_path),
+    )
     assert res.returncode == 0, res.stderr
     json.loads(res.stdout)  # the requests alone on stdout
     assert "each node steps 8 envs on 48 vCPUs: most of its cores will idle" in res.stderr
     assert "without --efs-file-system-id the run folders" in res.stderr
     assert "must exist in the account" in res.stderr
-    fitting = run_submit(["--command", "python cleanrl/ppo_atari_multigpu.py --local-num-envs 12",
-                          "--num-nodes", "2", "--instance-type", "g5.12xlarge", "--efs-file-system-id", "fs-1",
-                          "--dry-run"], tmp_path, aws_env(tmp_path))
+    fitting = run_submit(
+        [
+            "--command",
+            "python cleanrl/ppo_atari_multigpu.py --local-num-envs 12",
+            "--num-nodes",
+            "2",
+            "--instance-type",
+            "g5.12xlarge",
+            "--efs-file-system-id",
+            "fs-1",
+            "--dry-run",
+        ],
+        tmp_path,
+        aws_env(tmp_path),
+    )
     assert fitting.returncode == 0 and "idle" not in fitting.stderr and "EFS" not in fitting.stderr, fitting.stderr

@@ -29,23 +29,44 @@ def test_emulator_and_env_rates_are_measured():
 
 def synthetic_results(best_env16: float, best_sps: float) -> dict:
     machine = {"cpu": "test cpu", "cores": 2, "load_average_at_start": (0.5, 0.5, 0.5)}
-    e2e_row = {"backend": "ale", "sps": best_sps - 30, "steady_sps": best_sps,
-               "seconds": 10.0, "env": 2.0, "inference": 1.0,
-               "learn": 6.0, "other": 1.0, "cpu_percent": 95.0, "gpu_percent": None, "peak_rss_mib": 600.0}
+    e2e_row = {
+        "backend": "ale",
+        "sps": best_sps - 30,
+        "steady_sps": best_sps,
+        "seconds": 10.0,
+        "env": 2.0,
+        "inference": 1.0,
+        "learn": 6.0,
+        "other": 1.0,
+        "cpu_percent": 95.0,
+        "gpu_percent": None,
+        "peak_rss_mib": 600.0,
+    }
     return {
         "machine": machine,
         "default_backend": "ale",
         "physical": {"frames_per_second": 8000.0, "bound": 4000.0, "preprocessed_per_thread": 1600.0},
-        "env": {"sync": {"8": 1400.0, "16": 1500.0, "32": 1500.0},
-                "ale": {"8": 2500.0, "16": best_env16, "32": 3000.0}},
-        "network": [{"form": "channels_last", "threads": 2, "inference": 9000.0, "training": 4000.0, "warmup_s": 0.4},
-                    {"form": "channels_last+compile", "threads": 0, "inference": 0.0, "training": 0.0,
-                     "error": "no compiler"}],
-        "bounds": {"inference": 9000.0, "inference_form": "channels_last, 2", "training": 4000.0,
-                   "training_form": "channels_last, 2", "compute": 900.0, "combined": 736.4},
+        "env": {
+            "sync": {"8": 1400.0, "16": 1500.0, "32": 1500.0},
+            "ale": {"8": 2500.0, "16": best_env16, "32": 3000.0},
+        },
+        "network": [
+            {"form": "channels_last", "threads": 2, "inference": 9000.0, "training": 4000.0, "warmup_s": 0.4},
+            {"form": "channels_last+compile", "threads": 0, "inference": 0.0, "training": 0.0, "error": "no compiler"},
+        ],
+        "bounds": {
+            "inference": 9000.0,
+            "inference_form": "channels_last, 2",
+            "training": 4000.0,
+            "training_form": "channels_last, 2",
+            "compute": 900.0,
+            "combined": 736.4,
+        },
         "e2e": [e2e_row, {"backend": "async", "wall_s": 3.0, "error": "boom"}],
-        "multigpu": [{"ranks": 1, "backend": "ale", "sps": 500.0, "cpu_percent": 90.0, "wall_s": 20.0},
-                     {"ranks": 2, "backend": "ale", "wall_s": 5.0, "cpu_percent": 10.0, "error": "no rendezvous"}],
+        "multigpu": [
+            {"ranks": 1, "backend": "ale", "sps": 500.0, "cpu_percent": 90.0, "wall_s": 20.0},
+            {"ranks": 2, "backend": "ale", "wall_s": 5.0, "cpu_percent": 10.0, "error": "no rendezvous"},
+        ],
         "load_average_at_end": (1.0, 1.0, 1.0),
         "duration_s": 12.0,
     }
@@ -121,8 +142,10 @@ def test_an_end_to_end_row_is_read_from_the_runs_log(monkeypatch, tmp_path):
     assert (row["env"], row["inference"], row["learn"]) == pytest.approx((6.0, 1.5, 3.0))
     assert row["other"] == pytest.approx(1.5) and row["steps"] == 3072
     assert row["steady_phases"] == (2048, pytest.approx({"env": 5.0, "inference": 1.0, "learn": 2.0}))
-    assert throughput.logged_phases(str(tmp_path / "runs_ale_1")) == (3072, pytest.approx(
-        {"env": 6.0, "inference": 1.5, "learn": 3.0}))
+    assert throughput.logged_phases(str(tmp_path / "runs_ale_1")) == (
+        3072,
+        pytest.approx({"env": 6.0, "inference": 1.5, "learn": 3.0}),
+    )
 
     def failed_run(command, workdir, timeout=300, env=None):  # what it logged before it failed does not count
         fake_run(command, workdir)
@@ -169,8 +192,9 @@ def test_inference_in_the_loop_and_the_loaded_rows_are_judged():
     measured, ok = judged[inference_target]
     assert ok and "2.34 ms vs 2.00 ms = 1.17x" in measured  # 1.2 s / 512 batches
     # the spin under load is shown, without a verdict: no target asks for it
-    loaded_spin_row = "loaded (one busy process per core), for comparison: the defaults against " \
-        "`ale GOMP_SPINCOUNT=10000 loaded`"
+    loaded_spin_row = (
+        "loaded (one busy process per core), for comparison: the defaults against `ale GOMP_SPINCOUNT=10000 loaded`"
+    )
     measured, ok = judged[loaded_spin_row]
     assert ok is None and "300 vs 320" in measured
     assert not [name for name in judged if "slices" in name or "--torch-threads" in name]  # the plan before is gone
@@ -195,8 +219,11 @@ def test_loaded_rows_run_the_defaults_and_the_spin_in_turns(monkeypatch):
     assert [name for name, _ in calls[:1]] == ["ale GOMP_SPINCOUNT=10000"]  # idle (the defaults ran already)
     forward = ["ale loaded", "ale GOMP_SPINCOUNT=10000 loaded"]
     assert throughput.LOADED_ROUNDS % 2 == 0  # as often first as last: a drift of the machine's speed hits all alike
-    assert calls[1:] == [(name, attempt) for attempt in range(1, throughput.LOADED_ROUNDS + 1)
-                         for name in (forward if attempt % 2 else forward[::-1])]
+    assert calls[1:] == [
+        (name, attempt)
+        for attempt in range(1, throughput.LOADED_ROUNDS + 1)
+        for name in (forward if attempt % 2 else forward[::-1])
+    ]
     assert [r["backend"] for r in rows] == [name for name, _ in calls[:3]]
     sps = {call: 101.0 + k for k, call in enumerate(calls)}  # the fake's figure of each run
     for row in rows[1:]:
@@ -206,8 +233,15 @@ def test_loaded_rows_run_the_defaults_and_the_spin_in_turns(monkeypatch):
 
 def repeat_row(steady_sps: float, bounds: tuple[float, float]) -> dict:
     """A run of the repeated end-to-end measurement between two bounds, as repeated_end_to_end leaves it."""
-    row = dict(synthetic_results(3500.0, 700.0)["e2e"][0], backend="ale repeat", configuration="ale",
-               steady_sps=steady_sps, steps=4096, bounds=list(bounds), bound=sum(bounds) / 2)
+    row = dict(
+        synthetic_results(3500.0, 700.0)["e2e"][0],
+        backend="ale repeat",
+        configuration="ale",
+        steady_sps=steady_sps,
+        steps=4096,
+        bounds=list(bounds),
+        bound=sum(bounds) / 2,
+    )
     row["loop_ms"] = {"env": 0.5, "inference": 0.3, "learn": 1.2}
     row["alone_ms"] = {"env": 0.25, "inference": 0.2, "learn": 1.0, "inference_script_form": 0.25}
     return row
@@ -244,8 +278,10 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
     results["repeats"].append({"backend": "ale repeat 4", "configuration": "ale", "error": "killed"})
     results["targets"] = targets(results, args)
     text = write_report(results, args, tmp_path, "testbox").read_text()
-    assert ("| 1 | 700 / 700 | 560 | 80% | 0.500 / 0.250 (2.00x) | 0.300 / 0.200 (1.50x) | 1.200 / 1.000 (1.20x) "
-            "| 0.250 (loop: 1.20x) |") in text
+    assert (
+        "| 1 | 700 / 700 | 560 | 80% | 0.500 / 0.250 (2.00x) | 0.300 / 0.200 (1.50x) | 1.200 / 1.000 (1.20x) "
+        "| 0.250 (loop: 1.20x) |"
+    ) in text
     assert "| 4 | failed: killed |" in text
     # inference in the loop, judged on the same runs: 0.3 ms against 0.25 ms of the scripts' form timed around it
     inference_target = "inference in the loop within 1.3x of alone (batch 8, channels_last, 2 thread(s))"
@@ -257,15 +293,35 @@ def test_the_end_to_end_verdict_is_the_median_of_runs_against_the_bound_of_their
 
 
 def test_the_repeated_runs_phases_per_step_are_those_of_their_steady_iterations(monkeypatch):
-    runs = iter([
-        {"backend": "ale", "steps": 6144, "sps": 600.0, "steady_sps": 650.0, "env": 2.0, "inference": 1.4,
-         "learn": 6.0, "steady_phases": (5120, {"env": 1.28, "inference": 0.768, "learn": 4.608})},
-        {"backend": "ale", "steps": 6144, "sps": 600.0, "steady_sps": 650.0, "env": 2.048, "inference": 1.2288,
-         "learn": 6.144, "steady_phases": None},  # no events: the whole run
-    ])
+    runs = iter(
+        [
+            {
+                "backend": "ale",
+                "steps": 6144,
+                "sps": 600.0,
+                "steady_sps": 650.0,
+                "env": 2.0,
+                "inference": 1.4,
+                "learn": 6.0,
+                "steady_phases": (5120, {"env": 1.28, "inference": 0.768, "learn": 4.608}),
+            },
+            {
+                "backend": "ale",
+                "steps": 6144,
+                "sps": 600.0,
+                "steady_sps": 650.0,
+                "env": 2.048,
+                "inference": 1.2288,
+                "learn": 6.144,
+                "steady_phases": None,
+            },  # no events: the whole run
+        ]
+    )
     monkeypatch.setattr(throughput, "end_to_end", lambda *a, **k: next(runs))
-    network = [{"form": "channels_last+slices", "threads": 2, "inference": 4000.0, "training": None},
-               {"form": "channels_last", "threads": 2, "inference": 8000.0, "training": 4000.0}]
+    network = [
+        {"form": "channels_last+slices", "threads": 2, "inference": 4000.0, "training": None},
+        {"form": "channels_last", "threads": 2, "inference": 8000.0, "training": 4000.0},
+    ]
     bound = {"combined": 700.0, "physical": 8000.0, "inference": 8000.0, "training": 4000.0, "network": network}
     monkeypatch.setattr(throughput, "bounds_now", lambda *a: bound)
     monkeypatch.setattr(throughput, "usable_cores", lambda: 2)
@@ -292,9 +348,11 @@ def test_the_network_can_be_timed_in_chosen_forms_only():
 
 
 def test_the_bound_takes_the_fastest_inference_and_training_of_any_form():
-    network = [{"form": "channels_last", "threads": 2, "inference": 4000.0, "training": 3500.0},
-               {"form": "channels_last+compile", "threads": 2, "inference": 5000.0, "training": 3900.0},
-               {"form": "channels_last+slices", "threads": 2, "inference": 7000.0, "training": None}]
+    network = [
+        {"form": "channels_last", "threads": 2, "inference": 4000.0, "training": 3500.0},
+        {"form": "channels_last+compile", "threads": 2, "inference": 5000.0, "training": 3900.0},
+        {"form": "channels_last+slices", "threads": 2, "inference": 7000.0, "training": None},
+    ]
     bounds = throughput.bounds_of(8000.0, network, epochs=4)
     assert bounds["inference_form"] == "channels_last+slices, 2 slices of 1 thread"
     assert bounds["training_form"] == "channels_last+compile, 2 thread(s)"
@@ -304,8 +362,10 @@ def test_the_bound_takes_the_fastest_inference_and_training_of_any_form():
 
 def test_loaded_rows_are_the_mean_of_alternated_runs():
     base = synthetic_results(3500.0, 700.0)["e2e"][0]
-    runs = [dict(base, backend="ale loaded", steady_sps=280.0, sps=270.0, peak_rss_mib=600.0),
-            dict(base, backend="ale loaded", steady_sps=320.0, sps=310.0, peak_rss_mib=650.0)]
+    runs = [
+        dict(base, backend="ale loaded", steady_sps=280.0, sps=270.0, peak_rss_mib=600.0),
+        dict(base, backend="ale loaded", steady_sps=320.0, sps=310.0, peak_rss_mib=650.0),
+    ]
     row = throughput.mean_row(runs)
     assert row["backend"] == "ale loaded" and row["steady_sps"] == 300.0 and row["sps"] == 290.0
     assert row["steady_runs"] == [280.0, 320.0] and row["peak_rss_mib"] == 650.0
@@ -332,9 +392,13 @@ def test_each_form_is_timed_on_frames_as_the_rollout_feeds_them_and_runs_in_its_
             finally:
                 hook.remove()
             float_input = inputs[0]
-            seen.setdefault(layout, []).append((x.dtype == torch.uint8 and x.is_contiguous(),
-                                                float_input.is_contiguous(memory_format=torch.channels_last),
-                                                float_input.is_contiguous()))
+            seen.setdefault(layout, []).append(
+                (
+                    x.dtype == torch.uint8 and x.is_contiguous(),
+                    float_input.is_contiguous(memory_format=torch.channels_last),
+                    float_input.is_contiguous(),
+                )
+            )
             return out
 
     monkeypatch.setattr(throughput, "load_agent_class", lambda: Recording)
@@ -422,8 +486,13 @@ def test_bf16_rows_run_float32_and_bf16_in_turns_and_the_report_names_the_instru
         calls.append((" ".join([backend, *extra]), attempt))
         bf16 = "--bf16" in extra
         learn = 2.0 if bf16 else 3.0  # seconds of the update per iteration, after the first
-        return {"backend": " ".join([backend, *extra, label]), "sps": 100.0, "steady_sps": 150.0 if bf16 else 100.0,
-                "peak_rss_mib": 1.0, "steady_phases": (5 * 1024, {"env": 1.0, "inference": 1.0, "learn": 5 * learn})}
+        return {
+            "backend": " ".join([backend, *extra, label]),
+            "sps": 100.0,
+            "steady_sps": 150.0 if bf16 else 100.0,
+            "peak_rss_mib": 1.0,
+            "steady_phases": (5 * 1024, {"env": 1.0, "inference": 1.0, "learn": 5 * learn}),
+        }
 
     monkeypatch.setattr(throughput, "end_to_end", fake_end_to_end)
     rows = throughput.bf16_rows("envpool", Args(num_envs=8), "/tmp")

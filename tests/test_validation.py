@@ -29,11 +29,22 @@ def test_the_defaults_pass_and_every_numeric_flag_has_a_range(script):
     module = load_script(script, "validated_" + script.split("/")[-1][:-3])
     args = module.Args()
     check_ranges(args)
-    computed = ("batch_size", "minibatch_size", "num_iterations", "world_size", "local_batch_size",
-                "local_minibatch_size")
-    numeric = [f.name for f in dataclasses.fields(args) if f.name not in computed
-               and isinstance(getattr(args, f.name), (int, float)) and not isinstance(getattr(args, f.name), bool)
-               or f.name in ("target_kl", "num_envs", "local_num_envs")]
+    computed = (
+        "batch_size",
+        "minibatch_size",
+        "num_iterations",
+        "world_size",
+        "local_batch_size",
+        "local_minibatch_size",
+    )
+    numeric = [
+        f.name
+        for f in dataclasses.fields(args)
+        if f.name not in computed
+        and isinstance(getattr(args, f.name), (int, float))
+        and not isinstance(getattr(args, f.name), bool)
+        or f.name in ("target_kl", "num_envs", "local_num_envs")
+    ]
     assert len(numeric) >= 10, numeric
     unchecked = [name for name in numeric if name not in RANGES]
     assert not unchecked, f"{script}: numeric flags without a range: {unchecked}"
@@ -59,8 +70,11 @@ def test_a_value_out_of_range_is_a_one_line_error(script, field):
 def test_a_run_name_is_one_folder_name_inside_the_runs_dir(tmp_path, flag, name):
     from helpers import assert_one_line_error, run_script
 
-    result = run_script(["cleanrl/ppo_atari.py", flag, name, "--runs-dir", str(tmp_path / "runs"), "--num-envs", "1"],
-                        cwd=tmp_path, timeout=120)
+    result = run_script(
+        ["cleanrl/ppo_atari.py", flag, name, "--runs-dir", str(tmp_path / "runs"), "--num-envs", "1"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert_one_line_error(result, "is not a folder name")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "escaped").exists()
 
@@ -78,8 +92,11 @@ def test_every_script_takes_a_run_name_only_as_one_folder_name(tmp_path, script,
 def test_resume_without_a_name_says_what_it_looked_for_and_where(tmp_path):
     from helpers import assert_one_line_error, run_script
 
-    result = run_script(["cleanrl/ppo_atari.py", "--resume", "--runs-dir", str(tmp_path / "runs"), "--seed", "4"],
-                        cwd=tmp_path, timeout=120)
+    result = run_script(
+        ["cleanrl/ppo_atari.py", "--resume", "--runs-dir", str(tmp_path / "runs"), "--seed", "4"],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert_one_line_error(result, "--resume found no run to continue: no folder BreakoutNoFrameskip-v4__ppo_atari__4")
     assert str(tmp_path / "runs") in result.stderr
 

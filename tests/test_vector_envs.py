@@ -53,7 +53,8 @@ def test_ale_is_identical_to_the_python_wrappers_over_whole_games(env_id, steps,
     games = lost_lives = 0
     for t, res in lockstep(["sync", "ale"], env_id, steps):
         (obs_py, r_py, term_py, trunc_py, info_py), (obs_ale, r_ale, term_ale, trunc_ale, info_ale) = (
-            res["sync"], res["ale"],
+            res["sync"],
+            res["ale"],
         )
         assert obs_ale.dtype == obs_py.dtype == np.uint8 and obs_ale.shape == obs_py.shape == (2, 4, 84, 84)
         np.testing.assert_array_equal(obs_ale, obs_py, err_msg=f"step {t}")
@@ -150,8 +151,11 @@ def test_a_lost_life_terminates_without_resetting_the_game(backend):
     _, _, last_lives, info, obs = steps[-1]
     assert last_lives == 5 and (obs[0] == obs[3]).all()
     # episode statistics are those of the full game, reported once, at its end
-    reports = [i for i, (*_, info, _) in enumerate(steps) if "episode" in info.get("final_info", {})
-               and info["final_info"]["_episode"][0]]
+    reports = [
+        i
+        for i, (*_, info, _) in enumerate(steps)
+        if "episode" in info.get("final_info", {}) and info["final_info"]["_episode"][0]
+    ]
     assert reports == [len(steps) - 1]
     episode = info["final_info"]["episode"]
     assert_game_length_in_frames(int(episode["l"][0]), agent_steps=len(steps), lives=5)
@@ -272,10 +276,26 @@ def test_envpool_takes_a_new_seed_at_reset():
 @pytest.mark.slow
 def test_ale_run_logs_the_time_split(tmp_path):
     result = run_script(
-        ["cleanrl/ppo_atari.py", "--vector-env", "ale", "--num-envs", "4", "--num-steps", "64",
-         "--num-minibatches", "1", "--update-epochs", "1", "--total-timesteps", "512",
-         "--runs-dir", str(tmp_path / "runs"), "--no-progress-bar"],
-        cwd=tmp_path, timeout=400,
+        [
+            "cleanrl/ppo_atari.py",
+            "--vector-env",
+            "ale",
+            "--num-envs",
+            "4",
+            "--num-steps",
+            "64",
+            "--num-minibatches",
+            "1",
+            "--update-epochs",
+            "1",
+            "--total-timesteps",
+            "512",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--no-progress-bar",
+        ],
+        cwd=tmp_path,
+        timeout=400,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run_dir(tmp_path / "runs")
@@ -295,8 +315,20 @@ def test_ale_run_logs_the_time_split(tmp_path):
     ],
 )
 def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
-    result = run_script(["cleanrl/ppo_atari.py", *flags, "--num-steps", "8", "--total-timesteps", "64",
-                         "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=120)
+    result = run_script(
+        [
+            "cleanrl/ppo_atari.py",
+            *flags,
+            "--num-steps",
+            "8",
+            "--total-timesteps",
+            "64",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert_one_line_error(result, fragment)
 
 
@@ -306,7 +338,9 @@ def test_a_native_pool_builds_in_a_fresh_process(backend):
     import subprocess
     import sys
 
-    code = ("from cleanrl_utils.vector_envs import make_atari_vector_env; "
-            f"make_atari_vector_env({backend!r}, 'BreakoutNoFrameskip-v4', 2).close()")
+    code = (
+        "from cleanrl_utils.vector_envs import make_atari_vector_env; "
+        f"make_atari_vector_env({backend!r}, 'BreakoutNoFrameskip-v4', 2).close()"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

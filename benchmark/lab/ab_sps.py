@@ -79,8 +79,10 @@ def main() -> int:
             print(f"round {r + 1}: {name}: {results[name][-1]:.0f} SPS", flush=True)
     ref = results[named[0][0]]
     print(f"\n{cpu_name()}, {os.cpu_count()} cores; common flags: {shlex.join(args.common)}")
-    print("| variant | steady SPS per round | median ratio to the first | update s per iteration (median) |\n"
-          "|---|---|---|---|")
+    print(
+        "| variant | steady SPS per round | median ratio to the first | update s per iteration (median) |\n"
+        "|---|---|---|---|"
+    )
     for name, values in results.items():
         ratio = statistics.median(v / w for v, w in zip(values, ref))
         update = f"{statistics.median(learn[name]):.2f}" if learn[name] else "not logged"

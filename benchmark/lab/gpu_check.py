@@ -43,11 +43,23 @@ BUDGET_S = 310.0
 the report: 330 s in all"""
 LIMITS: dict[str, tuple[float, float]] = {
     # correctness
-    "versions": (15, 8), "train": (18, 16), "stop": (15, 14), "resume": (14, 12), "resume_cpu": (15, 12),
-    "eval": (12, 7), "host_syncs": (14, 11), "torchrun_1": (16, 14), "torchrun_2": (18, 16), "elastic": (30, 32),
+    "versions": (15, 8),
+    "train": (18, 16),
+    "stop": (15, 14),
+    "resume": (14, 12),
+    "resume_cpu": (15, 12),
+    "eval": (12, 7),
+    "host_syncs": (14, 11),
+    "torchrun_1": (16, 14),
+    "torchrun_2": (18, 16),
+    "elastic": (30, 32),
     "stop_ranks": (30, 35),
     # throughput
-    "network": (10, 26), "backends": (21, 36), "compile": (42, 20), "many_envs": (11, 15), "bf16": (28, 35),
+    "network": (10, 26),
+    "backends": (21, 36),
+    "compile": (42, 20),
+    "many_envs": (11, 15),
+    "bf16": (28, 35),
     "gpu_use": (1, 1),
 }
 """each step's time limit in seconds at the default budget, on a GPU and with --cpu (another --budget scales them
@@ -176,14 +188,19 @@ class Check:
             ("versions", "versions", self.versions),
             (f"ppo_atari.py on {device}: 2 iterations, --save-model", "train", self.train_and_save),
             ("ppo_atari.py: SIGTERM stop (143, checkpoint)", "stop", self.stop_resume),
-            (f"ppo_atari.py: --resume on {device}", "resume",
-             lambda end: self.resume("stop", self.device_flag(), end)),
-            (f"ppo_atari.py: {device} checkpoint resumed with --no-cuda", "resume_cpu",
-             lambda end: self.resume("stop_cpu", "--no-cuda", end)),
+            (f"ppo_atari.py: --resume on {device}", "resume", lambda end: self.resume("stop", self.device_flag(), end)),
+            (
+                f"ppo_atari.py: {device} checkpoint resumed with --no-cuda",
+                "resume_cpu",
+                lambda end: self.resume("stop_cpu", "--no-cuda", end),
+            ),
             (f"eval CLI on {device}", "eval", self.evaluate),
             ("host syncs per rollout step and minibatch", "host_syncs", self.host_syncs),
-            ("torchrun: 1 rank" + ("" if self.args.cpu else " (nccl)"), "torchrun_1",
-             lambda end: self.torchrun_ranks(1, end)),
+            (
+                "torchrun: 1 rank" + ("" if self.args.cpu else " (nccl)"),
+                "torchrun_1",
+                lambda end: self.torchrun_ranks(1, end),
+            ),
             ("torchrun: 2 ranks on one device", "torchrun_2", lambda end: self.torchrun_ranks(2, end)),
             ("torchrun: elastic restart after a killed worker", "elastic", self.killed_worker),
             ("torchrun: SIGTERM stop and resume of 2 ranks", "stop_ranks", self.stop_resume_ranks),
@@ -205,8 +222,11 @@ class Check:
         """Run `fn` with the deadline of its `limit` seconds (or of what the budget has left)."""
         left = self.deadline - time.monotonic()
         if limit < 1.0 or left < min(limit, 20.0):
-            why = (f"its limit at a {self.args.budget:.0f} s budget is {limit:.1f} s" if limit < 1.0 else
-                   f"{left:.0f} s of the {self.args.budget:.0f} s budget left")
+            why = (
+                f"its limit at a {self.args.budget:.0f} s budget is {limit:.1f} s"
+                if limit < 1.0
+                else f"{left:.0f} s of the {self.args.budget:.0f} s budget left"
+            )
             self.record(name, False, f"not run: {why}", 0.0, limit)
             return
         started = time.monotonic()
@@ -216,8 +236,13 @@ class Check:
             ok, summary = False, str(exc)
         except Stopped as exc:
             self.stopped = str(exc)
-            self.record(name, False, f"stopped by {exc} after {time.monotonic() - started:.0f} s",
-                        time.monotonic() - started, limit)
+            self.record(
+                name,
+                False,
+                f"stopped by {exc} after {time.monotonic() - started:.0f} s",
+                time.monotonic() - started,
+                limit,
+            )
             raise
         except Exception as exc:  # a bug of this tool or a surprise of the machine: this step fails, the rest run
             ok, summary = False, f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -225,8 +250,9 @@ class Check:
         self.record(name, ok, summary, time.monotonic() - started, limit)
 
     def record(self, name: str, ok: bool, summary: str, seconds: float, limit: float) -> None:
-        self.steps.append({"step": name, "ok": ok, "summary": summary, "seconds": round(seconds, 1),
-                           "limit_s": round(limit, 1)})
+        self.steps.append(
+            {"step": name, "ok": ok, "summary": summary, "seconds": round(seconds, 1), "limit_s": round(limit, 1)}
+        )
         print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.0f} s): {summary}", flush=True)
 
     def stop_runs(self) -> None:
@@ -242,13 +268,26 @@ class Check:
 
     def run(self, command: list[str], end: float, parts: int = 1) -> Measured:
         """`command` measured, stopped when its share of the time until `end` is up."""
-        return run_measured(command, str(self.workdir), self.share(end, parts), gpus=[gpu.uuid for gpu in self.gpus],
-                            env=self.env, grace=STOP_GRACE_S, started=self.live)
+        return run_measured(
+            command,
+            str(self.workdir),
+            self.share(end, parts),
+            gpus=[gpu.uuid for gpu in self.gpus],
+            env=self.env,
+            grace=STOP_GRACE_S,
+            started=self.live,
+        )
 
     def start_logged(self, command: list[str], log: Path) -> subprocess.Popen:
         with open(log, "w") as out:
-            proc = subprocess.Popen(command, cwd=self.workdir, env=repo_env(self.env), stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                command,
+                cwd=self.workdir,
+                env=repo_env(self.env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.live.append(proc)
         return proc
 
@@ -272,20 +311,48 @@ class Check:
     def device_flag(self) -> str:
         return "--no-cuda" if self.args.cpu else "--cuda"
 
-    def ppo(self, runs: str, iterations: int, *extra: str, script: str = SCRIPT, num_envs: Optional[int] = None,
-            num_steps: Optional[int] = None) -> list[str]:
+    def ppo(
+        self,
+        runs: str,
+        iterations: int,
+        *extra: str,
+        script: str = SCRIPT,
+        num_envs: Optional[int] = None,
+        num_steps: Optional[int] = None,
+    ) -> list[str]:
         """Arguments of a script run (after the interpreter or torchrun)."""
         s = self.sizes
         num_envs, num_steps = num_envs or s.num_envs, num_steps or s.num_steps
-        return [str(REPO / script), "--env-id", self.args.env_id, "--num-envs", str(num_envs),
-                "--num-steps", str(num_steps),
-                "--num-minibatches", str(s.num_minibatches), "--update-epochs", str(s.update_epochs),
-                "--total-timesteps", str(iterations * num_envs * num_steps), "--no-progress-bar",
-                "--runs-dir", str(self.workdir / runs), *extra]
+        return [
+            str(REPO / script),
+            "--env-id",
+            self.args.env_id,
+            "--num-envs",
+            str(num_envs),
+            "--num-steps",
+            str(num_steps),
+            "--num-minibatches",
+            str(s.num_minibatches),
+            "--update-epochs",
+            str(s.update_epochs),
+            "--total-timesteps",
+            str(iterations * num_envs * num_steps),
+            "--no-progress-bar",
+            "--runs-dir",
+            str(self.workdir / runs),
+            *extra,
+        ]
 
     def torchrun(self, ranks: int, *launcher: str) -> list[str]:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                f"--nproc_per_node={ranks}", *launcher]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc_per_node={ranks}",
+            *launcher,
+        ]
 
     # ------------------------------------------------------------ correctness
 
@@ -307,12 +374,15 @@ class Check:
         self.gpus = gpus_from(found["devices"])
         expect(self.args.cpu or bool(self.gpus), "torch sees no CUDA device: the other steps need one")
         names = [name for name, _ in found["devices"]]
-        return (f"torch {found['torch']}, CUDA {found['cuda']}, NCCL {found['nccl']}, cuDNN {found['cudnn']}, "
-                f"devices {names or 'none'}")
+        return (
+            f"torch {found['torch']}, CUDA {found['cuda']}, NCCL {found['nccl']}, cuDNN {found['cudnn']}, "
+            f"devices {names or 'none'}"
+        )
 
     def train_and_save(self, end: float) -> str:
-        m = self.run([sys.executable, *self.ppo("runs_train", 2, self.device_flag(), "--save-model",
-                                                "--run-name", "train")], end)
+        m = self.run(
+            [sys.executable, *self.ppo("runs_train", 2, self.device_flag(), "--save-model", "--run-name", "train")], end
+        )
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
         expect(model.exists(), f"no model at {model.name}")
@@ -324,8 +394,16 @@ class Check:
         """SIGTERM after the first checkpoint: exit 143 with a checkpoint; the copy of that run is resumed twice
         below (on the device and with --no-cuda)."""
         log = self.workdir / "stop.log"
-        args = self.ppo("runs_stop", self.sizes.long_iterations, self.device_flag(), "--run-name", "stop",
-                        "--checkpoint-interval", "1", num_steps=self.long_steps)
+        args = self.ppo(
+            "runs_stop",
+            self.sizes.long_iterations,
+            self.device_flag(),
+            "--run-name",
+            "stop",
+            "--checkpoint-interval",
+            "1",
+            num_steps=self.long_steps,
+        )
         proc = self.start_logged([sys.executable, *args], log)
         try:
             wait_for(log, "checkpoint: iteration 1,", proc, self.share(end) - 3)  # 3 s for the stop
@@ -343,8 +421,17 @@ class Check:
         return f"exit 143 after iteration {stopped[-1]} of {self.sizes.long_iterations}, checkpoint written"
 
     def resume(self, name: str, device_flag: str, end: float) -> str:
-        args = self.ppo("runs_stop", self.sizes.long_iterations, device_flag, "--run-name", name, "--resume",
-                        "--checkpoint-interval", "0", num_steps=self.long_steps)
+        args = self.ppo(
+            "runs_stop",
+            self.sizes.long_iterations,
+            device_flag,
+            "--run-name",
+            name,
+            "--resume",
+            "--checkpoint-interval",
+            "0",
+            num_steps=self.long_steps,
+        )
         m = self.run([sys.executable, *args], end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         resumed = re.search(r"resuming from iteration (\d+)", m.output)
@@ -354,23 +441,42 @@ class Check:
     def evaluate(self, end: float) -> str:
         model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
         expect(model.exists(), "no model (the training step failed)")
-        command = [sys.executable, "-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model),
-                   "--eval-episodes", "1", "--max-steps", str(EVAL_MAX_STEPS), self.device_flag()]
+        command = [
+            sys.executable,
+            "-m",
+            "cleanrl_utils.evals.ppo_eval",
+            "--model-path",
+            str(model),
+            "--eval-episodes",
+            "1",
+            "--max-steps",
+            str(EVAL_MAX_STEPS),
+            self.device_flag(),
+        ]
         m = self.run(command, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         return last_line(m.output)
 
     def host_syncs(self, end: float) -> str:
-        command = [sys.executable, "-m", "benchmark.lab.host_syncs",
-                   *self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps)]
+        command = [
+            sys.executable,
+            "-m",
+            "benchmark.lab.host_syncs",
+            *self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps),
+        ]
         m = self.run(command, end)
         found = HOST_SYNCS.findall(m.output)
         expect(m.returncode == 0 and bool(found), f"exit {m.returncode}: {last_line(m.output)}")
-        rows = [{"rollout_step": float(a), "minibatch": float(b), "iteration_rest": float(c), "how": how}
-                for a, b, c, how in found]
+        rows = [
+            {"rollout_step": float(a), "minibatch": float(b), "iteration_rest": float(c), "how": how}
+            for a, b, c, how in found
+        ]
         self.figures["host_syncs"] = rows
-        return "; ".join(f"{r['rollout_step']:g} per rollout step, {r['minibatch']:g} per minibatch, "
-                         f"{r['iteration_rest']:g} per iteration besides ({r['how']})" for r in rows)
+        return "; ".join(
+            f"{r['rollout_step']:g} per rollout step, {r['minibatch']:g} per minibatch, "
+            f"{r['iteration_rest']:g} per iteration besides ({r['how']})"
+            for r in rows
+        )
 
     def torchrun_ranks(self, ranks: int, end: float) -> str:
         """The multi-GPU script under torchrun with --save-model, each rank run by `rank_params`, which hashes the
@@ -380,11 +486,20 @@ class Check:
 
         backend = ["--no-cuda"] if self.args.cpu else (["--backend", "nccl"] if ranks == 1 else [])
         runs = f"runs_torchrun{ranks}"
-        args = self.ppo(runs, self.sizes.sps_iterations, *backend, "--save-model", "--run-name", "torchrun",
-                        script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
+        args = self.ppo(
+            runs,
+            self.sizes.sps_iterations,
+            *backend,
+            "--save-model",
+            "--run-name",
+            "torchrun",
+            script=MULTIGPU_SCRIPT,
+            num_steps=self.long_steps,
+        )
         hashes, model = self.workdir / f"params_torchrun{ranks}", self.workdir / runs / "torchrun" / MULTIGPU_MODEL
-        m = self.run(self.torchrun(ranks, "-m", "benchmark.lab.rank_params", str(hashes), "--model", str(model))
-                     + args, end)
+        m = self.run(
+            self.torchrun(ranks, "-m", "benchmark.lab.rank_params", str(hashes), "--model", str(model)) + args, end
+        )
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         world = re.search(r"world size (\d+) \((\w+), (\w+)\)", m.output)
         expect(world is not None, "no 'world size' line")
@@ -394,19 +509,32 @@ class Check:
         saved = (hashes / MODEL_HASH).read_text().strip() if (hashes / MODEL_HASH).exists() else None
         expect(saved == found[0], f"the saved model ({saved}) is not what the ranks ended with ({found[0]})")
         sps, steady = logged_sps(str(self.workdir / runs))
-        self.figures[f"torchrun_{ranks}"] = {"backend": world[2], "device": world[3], "sps": sps,
-                                             "steady_sps": steady, "gpu_percent": m.gpu_percent,
-                                             "params_sha256": found[0]}
+        self.figures[f"torchrun_{ranks}"] = {
+            "backend": world[2],
+            "device": world[3],
+            "sps": sps,
+            "steady_sps": steady,
+            "gpu_percent": m.gpu_percent,
+            "params_sha256": found[0],
+        }
         note = re.search(r"^note: local ranks.*$", m.output, re.M)
         same = "the saved model is the rank's" if ranks == 1 else f"the {ranks} ranks' parameters identical, as saved"
         return f"{ranks} rank(s), {world[2]} on {world[3]}, {steady or sps or 0:,.0f} steady SPS, {same}" + (
-            f"; {note[0]}" if note else "")
+            f"; {note[0]}" if note else ""
+        )
 
     def killed_worker(self, end: float) -> str:
         log = self.workdir / "elastic.log"
         flags = ["--no-cuda"] if self.args.cpu else []
-        args = self.ppo("runs_elastic", self.sizes.long_iterations, *flags, "--checkpoint-interval", "1",
-                        script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
+        args = self.ppo(
+            "runs_elastic",
+            self.sizes.long_iterations,
+            *flags,
+            "--checkpoint-interval",
+            "1",
+            script=MULTIGPU_SCRIPT,
+            num_steps=self.long_steps,
+        )
         proc = self.start_logged(self.torchrun(2, "--max-restarts=1") + args, log)
         try:
             wait_for(log, "checkpoint: iteration 1,", proc, self.share(end, 2))  # the restart's start takes as long
@@ -424,8 +552,17 @@ class Check:
     def stop_resume_ranks(self, end: float) -> str:
         log = self.workdir / "stop2.log"
         flags = ["--no-cuda"] if self.args.cpu else []
-        args = self.ppo("runs_stop2", self.sizes.long_iterations, *flags, "--run-name", "stop2",
-                        "--checkpoint-interval", "1", script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
+        args = self.ppo(
+            "runs_stop2",
+            self.sizes.long_iterations,
+            *flags,
+            "--run-name",
+            "stop2",
+            "--checkpoint-interval",
+            "1",
+            script=MULTIGPU_SCRIPT,
+            num_steps=self.long_steps,
+        )
         proc = self.start_logged(self.torchrun(2) + args, log)
         try:
             wait_for(log, "checkpoint: iteration 1,", proc, self.share(end, 2))  # the resume's start takes as long
@@ -433,19 +570,32 @@ class Check:
         finally:
             stop_process_groups([proc], grace=STOP_GRACE_S)
         stopped = re.search(r"stopped at global step (\d+)", log.read_text())
-        expect(code != 0 and stopped is not None, f"exit {code}, no 'stopped at global step': "
-                                                  f"{last_line(log.read_text())}")
+        expect(
+            code != 0 and stopped is not None, f"exit {code}, no 'stopped at global step': {last_line(log.read_text())}"
+        )
         m = self.run(self.torchrun(2) + args + ["--resume"], end)
-        expect(m.returncode == 0 and "resuming from iteration" in m.output, f"exit {m.returncode}: "
-                                                                           f"{last_line(m.output)}")
+        expect(
+            m.returncode == 0 and "resuming from iteration" in m.output, f"exit {m.returncode}: {last_line(m.output)}"
+        )
         return f"2 ranks stopped at global step {stopped[1]} (torchrun exit {code}), resumed and finished"
 
     # ------------------------------------------------------------ throughput
 
     def memory_formats(self, end: float) -> str:
-        command = [sys.executable, "-m", "benchmark.lab.throughput", "--network-only", "--no-compile",
-                   "--num-envs", str(self.sizes.num_envs), "--seconds", str(self.sizes.network_seconds),
-                   "--forms", "default", "channels_last"]
+        command = [
+            sys.executable,
+            "-m",
+            "benchmark.lab.throughput",
+            "--network-only",
+            "--no-compile",
+            "--num-envs",
+            str(self.sizes.num_envs),
+            "--seconds",
+            str(self.sizes.network_seconds),
+            "--forms",
+            "default",
+            "channels_last",
+        ]
         m = self.run(command, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         rows = [r for r in json.loads(m.output.strip().splitlines()[-1]) if "error" not in r]
@@ -455,28 +605,41 @@ class Check:
                 best[row["form"]] = row
         self.figures["network"] = rows
         expect({"default", "channels_last"} <= set(best), f"forms measured: {sorted(best)}")
-        return ", ".join(f"{form}: inference {r['inference']:,.0f}, training {r['training']:,.0f} samples/s"
-                         for form, r in best.items())
+        return ", ".join(
+            f"{form}: inference {r['inference']:,.0f}, training {r['training']:,.0f} samples/s"
+            for form, r in best.items()
+        )
 
-    def sps_run(self, name: str, end: float, parts: int, *extra: str, num_envs: Optional[int] = None
-                ) -> dict[str, Any]:
+    def sps_run(self, name: str, end: float, parts: int, *extra: str, num_envs: Optional[int] = None) -> dict[str, Any]:
         """A throughput run, the first of `parts` runs still to come before `end`."""
         from benchmark.lab.throughput import logged_sps
 
         runs = f"runs_sps_{name}"
-        m = self.run([sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra,
-                                                num_envs=num_envs)], end, parts)
+        m = self.run(
+            [sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra, num_envs=num_envs)],
+            end,
+            parts,
+        )
         sps, steady = logged_sps(str(self.workdir / runs))
         expect(m.returncode == 0 and sps is not None, f"{name}: exit {m.returncode}: {last_line(m.output)}")
-        row = {"config": name, "sps": sps, "steady_sps": steady or sps, "gpu_percent": m.gpu_percent,
-               "gpu_percents": m.gpu_percents, "cpu_percent": m.machine_cpu_percent, "wall_s": m.wall_s,
-               "flags": list(extra), "num_envs": num_envs or self.sizes.num_envs}
+        row = {
+            "config": name,
+            "sps": sps,
+            "steady_sps": steady or sps,
+            "gpu_percent": m.gpu_percent,
+            "gpu_percents": m.gpu_percents,
+            "cpu_percent": m.machine_cpu_percent,
+            "wall_s": m.wall_s,
+            "flags": list(extra),
+            "num_envs": num_envs or self.sizes.num_envs,
+        }
         self.figures.setdefault("sps", []).append(row)
         return row
 
     def backend_flags(self, backend: str) -> list[str]:
-        return ["--vector-env", backend] + (["--env-threads", "2" if self.args.cpu else "16"]
-                                            if backend == "envpool" else [])
+        return ["--vector-env", backend] + (
+            ["--env-threads", "2" if self.args.cpu else "16"] if backend == "envpool" else []
+        )
 
     def backends(self, end: float) -> str:
         """sync and ale, and envpool where it is installed (an optional extra: skipped with a note, not failed)."""
@@ -498,8 +661,10 @@ class Check:
     def many_envs(self, end: float) -> str:
         backend = self.figures.get("fastest_backend", "ale")
         counts = self.sizes.many_envs
-        rows = [self.sps_run(f"{backend}_{n}envs", end, len(counts) - i, *self.backend_flags(backend), num_envs=n)
-                for i, n in enumerate(counts)]
+        rows = [
+            self.sps_run(f"{backend}_{n}envs", end, len(counts) - i, *self.backend_flags(backend), num_envs=n)
+            for i, n in enumerate(counts)
+        ]
         return ", ".join(f"{r['config']} {r['steady_sps']:,.0f}" for r in rows) + " steady SPS"
 
     def bf16(self, end: float) -> str:
@@ -511,23 +676,37 @@ class Check:
         fastest = max(eager, key=lambda r: r["steady_sps"])
         compiled = [r for r in rows if "--compile" in r["flags"] and r["steady_sps"] > fastest["steady_sps"]]
         config, flags, num_envs = fastest["config"], fastest["flags"], fastest["num_envs"]
-        runs = {arm: self.sps_run(f"{config}_{arm}", end, len(BF16_RUNS) - i, *flags, *extra, num_envs=num_envs)
-                for i, (arm, extra) in enumerate(BF16_RUNS)}
+        runs = {
+            arm: self.sps_run(f"{config}_{arm}", end, len(BF16_RUNS) - i, *flags, *extra, num_envs=num_envs)
+            for i, (arm, extra) in enumerate(BF16_RUNS)
+        }
         float32 = [runs[arm]["steady_sps"] for arm in ("float32_before", "float32_after")]
         bf16 = runs["bf16"]["steady_sps"]
         ratio = bf16 / (sum(float32) / 2)
-        self.figures["bf16"] = {"config": config, "flags": flags, "num_envs": num_envs, "rows": list(runs),
-                                "float32_steady_sps": float32, "bf16_steady_sps": bf16, "ratio": ratio}
+        self.figures["bf16"] = {
+            "config": config,
+            "flags": flags,
+            "num_envs": num_envs,
+            "rows": list(runs),
+            "float32_steady_sps": float32,
+            "bf16_steady_sps": bf16,
+            "ratio": ratio,
+        }
         note = f"; {compiled[0]['config']} was faster, eager runs are timed" if compiled else ""
-        return (f"{config}: float32 {float32[0]:,.0f}, --bf16 {bf16:,.0f}, float32 {float32[1]:,.0f} steady SPS: "
-                f"--bf16 {ratio:.2f}x float32{note}")
+        return (
+            f"{config}: float32 {float32[0]:,.0f}, --bf16 {bf16:,.0f}, float32 {float32[1]:,.0f} steady SPS: "
+            f"--bf16 {ratio:.2f}x float32{note}"
+        )
 
     def gpu_use(self, end: float) -> str:
         rows = self.figures.get("sps", [])
         expect(bool(rows), "no throughput run to read it from")
         fastest = max(rows, key=lambda r: r["steady_sps"])
-        self.figures["gpu_use_of_fastest"] = {"config": fastest["config"], "gpu_percent": fastest["gpu_percent"],
-                                              "gpu_percents": fastest["gpu_percents"]}
+        self.figures["gpu_use_of_fastest"] = {
+            "config": fastest["config"],
+            "gpu_percent": fastest["gpu_percent"],
+            "gpu_percents": fastest["gpu_percents"],
+        }
         if self.args.cpu:
             return f"no GPU in --cpu mode (fastest run: {fastest['config']})"
         expect(fastest["gpu_percent"] is not None, "no GPU sample during the fastest run")
@@ -536,34 +715,58 @@ class Check:
     # ------------------------------------------------------------ report
 
     def write(self, out_dir: Path) -> Path:
-        name = re.sub(r"[^A-Za-z0-9]+", "-", self.gpus[0].name).strip("-") if self.gpus else (
-            "cpu" if self.args.cpu else "unknown")
+        name = (
+            re.sub(r"[^A-Za-z0-9]+", "-", self.gpus[0].name).strip("-")
+            if self.gpus
+            else ("cpu" if self.args.cpu else "unknown")
+        )
         out_dir.mkdir(parents=True, exist_ok=True)
-        results = {"mode": "cpu" if self.args.cpu else "gpu", "gpus": [gpu.__dict__ for gpu in self.gpus],
-                   "budget_s": self.args.budget, "duration_s": round(time.monotonic() - self.start, 1),
-                   "stopped_by": self.stopped, "steps": self.steps, "figures": self.figures,
-                   "sizes": self.sizes.__dict__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        results = {
+            "mode": "cpu" if self.args.cpu else "gpu",
+            "gpus": [gpu.__dict__ for gpu in self.gpus],
+            "budget_s": self.args.budget,
+            "duration_s": round(time.monotonic() - self.start, 1),
+            "stopped_by": self.stopped,
+            "steps": self.steps,
+            "figures": self.figures,
+            "sizes": self.sizes.__dict__,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
         (out_dir / f"gpu_{name}.json").write_text(json.dumps(results, indent=1, default=str))
         passed = sum(s["ok"] for s in self.steps)
         planned = len(self.plan())
-        lines = [f"# GPU check: `{name}`", "",
-                 f"Written by `bash benchmark/gpu_check.sh{' --cpu' if self.args.cpu else ''}` on {results['date']}, "
-                 f"{results['duration_s']:.0f} s of a {self.args.budget:.0f} s budget; {passed} of {planned} steps "
-                 f"passed. Sizes: {self.sizes.num_envs} envs x {self.sizes.num_steps} steps, throughput runs of "
-                 f"{self.sizes.sps_iterations} iterations (steady SPS: after the first). Figures in "
-                 f"`gpu_{name}.json`.", ""]
+        lines = [
+            f"# GPU check: `{name}`",
+            "",
+            f"Written by `bash benchmark/gpu_check.sh{' --cpu' if self.args.cpu else ''}` on {results['date']}, "
+            f"{results['duration_s']:.0f} s of a {self.args.budget:.0f} s budget; {passed} of {planned} steps "
+            f"passed. Sizes: {self.sizes.num_envs} envs x {self.sizes.num_steps} steps, throughput runs of "
+            f"{self.sizes.sps_iterations} iterations (steady SPS: after the first). Figures in "
+            f"`gpu_{name}.json`.",
+            "",
+        ]
         if self.stopped:
-            lines += [f"**Stopped by {self.stopped}: {planned - len(self.steps)} of the {planned} steps did not "
-                      "run.**", ""]
+            lines += [
+                f"**Stopped by {self.stopped}: {planned - len(self.steps)} of the {planned} steps did not run.**",
+                "",
+            ]
         elif len(self.steps) < planned:
-            lines += [f"**{planned - len(self.steps)} of the {planned} steps did not run: they need a CUDA device.**",
-                      ""]
+            lines += [
+                f"**{planned - len(self.steps)} of the {planned} steps did not run: they need a CUDA device.**",
+                "",
+            ]
         if self.args.cpu:
-            lines += ["**`--cpu` mode: every step on CPU with tiny sizes and `torch.compile` disabled; a check of the "
-                      "tool, not a measurement.**", ""]
+            lines += [
+                "**`--cpu` mode: every step on CPU with tiny sizes and `torch.compile` disabled; a check of the "
+                "tool, not a measurement.**",
+                "",
+            ]
         lines += ["| step | result | s | limit s | |", "|---|---|---|---|---|"]
-        lines += [f"| {s['step']} | {'PASS' if s['ok'] else 'FAIL'} | {s['seconds']:.0f} | {s['limit_s']:.0f} | "
-                  f"{s['summary'].replace('|', '/')} |" for s in self.steps]
+        lines += [
+            f"| {s['step']} | {'PASS' if s['ok'] else 'FAIL'} | {s['seconds']:.0f} | {s['limit_s']:.0f} | "
+            f"{s['summary'].replace('|', '/')} |"
+            for s in self.steps
+        ]
         if self.figures.get("sps"):
             lines += ["", "| throughput run | SPS | steady SPS | GPU % | CPU % (machine) |", "|---|---|---|---|---|"]
             for r in self.figures["sps"]:
@@ -573,8 +776,11 @@ class Check:
         if self.figures.get("bf16"):
             b = self.figures["bf16"]
             rows = ", ".join(f"`{b['config']}_{arm}`" for arm in b["rows"])
-            lines += ["", f"bf16 against float32 on `{b['config']}` ({b['num_envs']} envs), the rows {rows} run in "
-                      f"that order: --bf16 gave {b['ratio']:.2f}x the steady SPS of the float32 runs' mean."]
+            lines += [
+                "",
+                f"bf16 against float32 on `{b['config']}` ({b['num_envs']} envs), the rows {rows} run in "
+                f"that order: --bf16 gave {b['ratio']:.2f}x the steady SPS of the float32 runs' mean.",
+            ]
         lines += ["", "```", self.figures.get("nvidia_smi", "").strip() or "(no nvidia-smi)", "```", ""]
         path = out_dir / f"gpu_{name}.md"
         path.write_text("\n".join(lines))
@@ -587,8 +793,9 @@ def main(args: Args) -> int:
     if not args.cpu and not args.out:
         raise SystemExit("error: --out FOLDER is required: the folder the report goes to")
     if not args.cpu and shutil.which("nvidia-smi") is None:
-        raise SystemExit("error: torch sees no CUDA device here (no nvidia-smi); `--cpu` checks this tool on CPU "
-                         "instead")
+        raise SystemExit(
+            "error: torch sees no CUDA device here (no nvidia-smi); `--cpu` checks this tool on CPU instead"
+        )
     out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gpu_check_report_"))
     check = Check(args)
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -603,8 +810,11 @@ def main(args: Args) -> int:
         path = check.write(out_dir)
         shutil.rmtree(check.workdir, ignore_errors=True)
     failed = [s["step"] for s in check.steps if not s["ok"]]
-    print(f"wrote {path} ({len(check.steps) - len(failed)} of {len(check.plan())} steps passed, "
-          f"{time.monotonic() - check.start:.0f} s)", flush=True)
+    print(
+        f"wrote {path} ({len(check.steps) - len(failed)} of {len(check.plan())} steps passed, "
+        f"{time.monotonic() - check.start:.0f} s)",
+        flush=True,
+    )
     if check.stopped:
         return 128 + signal.Signals[check.stopped]
     return 1 if failed or len(check.steps) < len(check.plan()) else 0

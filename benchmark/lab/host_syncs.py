@@ -200,7 +200,10 @@ class ScriptRun:
 
 
 def exec_script(
-    path: str, argv: list[str], mode: Optional[TorchFunctionMode] = None, at_exit: Optional[Callable[[dict], Any]] = None
+    path: str,
+    argv: list[str],
+    mode: Optional[TorchFunctionMode] = None,
+    at_exit: Optional[Callable[[dict], Any]] = None,
 ) -> tuple[dict, Any]:
     """Run the script as `python path argv...` would, but in this process (under `mode`); returns its globals after
     the run and its exit code. The signal handlers it installs are put back afterwards. `at_exit(globals)` is an exit
@@ -293,8 +296,10 @@ def main(argv: list[str]) -> int:
         fail(f"{script} ran no iteration: no counts")
     rel = os.path.relpath(script)
     in_iterations = sum(run.counter.phases[phase] for phase in PHASES[:3])
-    print(f"host syncs counted in {run.rollout_steps} rollout steps, {run.minibatches} minibatches, {run.iterations} "
-          f"iterations: {in_iterations / run.iterations:g} per iteration in all; where (phase, line, call: count):")
+    print(
+        f"host syncs counted in {run.rollout_steps} rollout steps, {run.minibatches} minibatches, {run.iterations} "
+        f"iterations: {in_iterations / run.iterations:g} per iteration in all; where (phase, line, call: count):"
+    )
     sites = sorted(run.counter.sites.items(), key=lambda item: (PHASES.index(item[0][0]), item[0][1]))
     for (phase, line, what), n in sites:
         print(f"  {phase:9s} {rel}:{line} {what}: {n}")

@@ -62,10 +62,10 @@ CLEANRL_10M = {"BreakoutNoFrameskip-v4": (414.66, 28.09), "PongNoFrameskip-v4": 
 CLEANRL_10M_MINUTES = 264  # ppo_atari.py, all 10M steps, on 1 GPU and 10 CPUs
 CLEANRL_SEEDS = 3  # behind each published figure
 # The same figure for CleanRL's other PPOs with the same hyperparameters (openrlbenchmark's tables beside ppo_atari's)
-CLEANRL_SIBLINGS = {"BreakoutNoFrameskip-v4": {"ppo_atari_envpool.py": (211.24, 151.84),
-                                               "ppo_atari_multigpu.py": (414.94, 20.60)},
-                    "PongNoFrameskip-v4": {"ppo_atari_envpool.py": (20.45, 0.09),
-                                           "ppo_atari_multigpu.py": (20.34, 0.43)}}
+CLEANRL_SIBLINGS = {
+    "BreakoutNoFrameskip-v4": {"ppo_atari_envpool.py": (211.24, 151.84), "ppo_atari_multigpu.py": (414.94, 20.60)},
+    "PongNoFrameskip-v4": {"ppo_atari_envpool.py": (20.45, 0.09), "ppo_atari_multigpu.py": (20.34, 0.43)},
+}
 GAME_MAX = {"PongNoFrameskip-v4": 21.0}  # the most a full game can score
 REPLAYS = "replays"  # a profile's subfolder of checkpoint replays (benchmark/lab/lost_games.py --out)
 LOST = "lost"  # a profile's subfolder of exports whose run folder was lost before they finished (never resumed)
@@ -128,9 +128,10 @@ PROFILES: dict[str, dict] = {
     "full-cpu": {
         "env_ids": ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4", "BeamRiderNoFrameskip-v4"],
         "total_timesteps": 10_000_000,
-        "configs": [Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1,)),
-                    Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1,),
-                           env_ids=(ENV_ID,))],
+        "configs": [
+            Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1,)),
+            Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1,), env_ids=(ENV_ID,)),
+        ],
     },
 }
 
@@ -185,10 +186,25 @@ class Planned:
         return os.path.join(args.results_dir, args.profile, f"{game}{self.config.name}__{self.seed}")
 
     def command(self, args: Args, resume: bool) -> list[str]:
-        cmd = [*self.config.launcher, "--env-id", self.env_id, "--seed", str(self.seed),
-               "--total-timesteps", str(self.total_timesteps), "--exp-name", self.config.name,
-               *self.config.flags, "--runs-dir", args.runs_dir, "--run-name", self.run_name,
-               "--checkpoint-interval", str(args.checkpoint_interval), "--no-progress-bar"]
+        cmd = [
+            *self.config.launcher,
+            "--env-id",
+            self.env_id,
+            "--seed",
+            str(self.seed),
+            "--total-timesteps",
+            str(self.total_timesteps),
+            "--exp-name",
+            self.config.name,
+            *self.config.flags,
+            "--runs-dir",
+            args.runs_dir,
+            "--run-name",
+            self.run_name,
+            "--checkpoint-interval",
+            str(args.checkpoint_interval),
+            "--no-progress-bar",
+        ]
         return cmd + ["--resume"] if resume else cmd
 
 
@@ -196,11 +212,18 @@ def plan(args: Args) -> list[Planned]:
     profile = PROFILES[args.profile]
     unknown = sorted(set(args.only) - {c.name for c in profile["configs"]})
     if unknown:
-        fail(f"unknown config(s) {', '.join(unknown)}; the {args.profile} profile has "
-             f"{', '.join(c.name for c in profile['configs'])}")
-    planned = [Planned(c, env_id, seed, profile["total_timesteps"])
-               for env_id in profile["env_ids"] for c in profile["configs"] if not args.only or c.name in args.only
-               if not c.env_ids or env_id in c.env_ids for seed in c.seeds]
+        fail(
+            f"unknown config(s) {', '.join(unknown)}; the {args.profile} profile has "
+            f"{', '.join(c.name for c in profile['configs'])}"
+        )
+    planned = [
+        Planned(c, env_id, seed, profile["total_timesteps"])
+        for env_id in profile["env_ids"]
+        for c in profile["configs"]
+        if not args.only or c.name in args.only
+        if not c.env_ids or env_id in c.env_ids
+        for seed in c.seeds
+    ]
     # seed by seed: a benchmark cut short has compared every configuration on its first seeds
     return sorted(planned, key=lambda p: p.seed)
 
@@ -217,8 +240,9 @@ def machine() -> str:
 
 def load_episodes(run_dir: str) -> tuple[plot.RunCurve, plot.RunCurve, plot.RunCurve] | None:
     """The run's game returns, game lengths and SPS (one point per iteration); None before its first game."""
-    curves = tuple(plot.load_run(run_dir, tag) for tag in
-                   ("charts/episodic_return", "charts/episodic_length", "charts/SPS"))
+    curves = tuple(
+        plot.load_run(run_dir, tag) for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS")
+    )
     return None if any(isinstance(curve, str) for curve in curves) else curves
 
 
@@ -239,8 +263,10 @@ def write_whole(files: dict[str, str | bytes]) -> None:
             raise
         folder = os.path.dirname(os.path.abspath(path))
         free = shutil.disk_usage(folder).free / 2**20
-        fail(f"cannot write {os.path.basename(path)} in {folder}: the disk is full ({free:.0f} MiB free); free some "
-             "space, then run this command again (the files it writes are as they were)")
+        fail(
+            f"cannot write {os.path.basename(path)} in {folder}: the disk is full ({free:.0f} MiB free); free some "
+            "space, then run this command again (the files it writes are as they were)"
+        )
     for path, tmp in temps.items():
         os.replace(tmp, path)
 
@@ -262,8 +288,13 @@ def export(run_dir: str, base: str, meta: dict) -> None:
     if curves is None:
         fail(f"{run_dir} logged no finished game: nothing to export")
     returns, lengths, sps = curves
-    meta = {**meta, "steps": int(sps.steps[-1]), "wall_seconds": round(sps.runtime, 1),
-            "sps": round(sps.steps[-1] / max(sps.runtime, 1e-9), 1), "episodes": len(returns.values)}
+    meta = {
+        **meta,
+        "steps": int(sps.steps[-1]),
+        "wall_seconds": round(sps.runtime, 1),
+        "sps": round(sps.steps[-1] / max(sps.runtime, 1e-9), 1),
+        "episodes": len(returns.values),
+    }
     write_export(base, returns, lengths, returns.times, meta)
     print(f"exported {run_dir} -> {base}.csv ({len(returns.values)} games)", flush=True)
 
@@ -287,8 +318,11 @@ def run(args: Args) -> int:
         cmd = p.command(args, resume)
         print(f"{p.config.name} seed {p.seed}: {'resuming' if resume else 'starting'}: {shlex.join(cmd)}", flush=True)
         started = time.time()
-        part = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "resumed": resume, "machine": machine()}
+        part = {
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "resumed": resume,
+            "machine": machine(),
+        }
         child = subprocess.Popen(cmd, start_new_session=True)
         timed_out = False
         while child.poll() is None:
@@ -298,25 +332,41 @@ def run(args: Args) -> int:
                 child.wait()
                 break
             time.sleep(0.5)
-        part.update(ended=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    seconds=round(time.time() - started, 1), returncode=child.returncode)
+        part.update(
+            ended=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            seconds=round(time.time() - started, 1),
+            returncode=child.returncode,
+        )
         if os.path.isdir(run_dir):  # one line per part: how often the run was resumed, on which machine
             with open(os.path.join(run_dir, "parts.jsonl"), "a") as f:
                 f.write(json.dumps(part) + "\n")
         if stop["requested"] or timed_out:
             why = f"the part's {args.max_hours:g} hours are up" if timed_out else "stopped"
-            print(f"{why}: {p.config.name} seed {p.seed} keeps its checkpoint in {run_dir}; run again to resume",
-                  file=sys.stderr)
+            print(
+                f"{why}: {p.config.name} seed {p.seed} keeps its checkpoint in {run_dir}; run again to resume",
+                file=sys.stderr,
+            )
             return 0 if timed_out else 130
         if child.returncode != 0:
-            print(f"error: {p.config.name} seed {p.seed} exited with {child.returncode}; its log is above",
-                  file=sys.stderr)
+            print(
+                f"error: {p.config.name} seed {p.seed} exited with {child.returncode}; its log is above",
+                file=sys.stderr,
+            )
             return 1
-        export(run_dir, base, {"config": p.config.name, "seed": p.seed, "env_id": p.env_id,
-                               "command": shlex.join(p.command(args, False)), "machine": machine(),
-                               "length_unit": "frames",
-                               "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                               "last_part_seconds": round(time.time() - started, 1)})
+        export(
+            run_dir,
+            base,
+            {
+                "config": p.config.name,
+                "seed": p.seed,
+                "env_id": p.env_id,
+                "command": shlex.join(p.command(args, False)),
+                "machine": machine(),
+                "length_unit": "frames",
+                "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "last_part_seconds": round(time.time() - started, 1),
+            },
+        )
     return 0
 
 
@@ -366,8 +416,14 @@ def segment_stats(sps: plot.RunCurve, bounds: np.ndarray) -> tuple[list[dict], f
             stats.append({"steps_from": done, "steps_to": done, "training_seconds": 0.0, "sps": None})
             continue
         seconds = float(times[-1] - bounds[k])
-        stats.append({"steps_from": done, "steps_to": int(steps[-1]), "training_seconds": round(seconds, 1),
-                      "sps": round((steps[-1] - done) / max(seconds, 1e-9), 1)})
+        stats.append(
+            {
+                "steps_from": done,
+                "steps_to": int(steps[-1]),
+                "training_seconds": round(seconds, 1),
+                "sps": round((steps[-1] - done) / max(seconds, 1e-9), 1),
+            }
+        )
         done = int(steps[-1])
     timed = [s for s in stats if s["sps"] is not None]
     long_enough = [s["sps"] for s in timed if s["training_seconds"] >= TOP_PART_SECONDS]
@@ -390,19 +446,34 @@ def parts_of(run_dir: str, starts: list[float], stats: list[dict], last_event: f
         if part is not None:
             part.update(stat)
         else:
-            unmatched.append({"started": utc(start), "ended": None, "seconds": None, "resumed": k > 0,
-                              "machine": machine(), "returncode": None, "logged": False,
-                              "running": bool(k == len(starts) - 1 and time.time() - last_event < 600), **stat})
+            unmatched.append(
+                {
+                    "started": utc(start),
+                    "ended": None,
+                    "seconds": None,
+                    "resumed": k > 0,
+                    "machine": machine(),
+                    "returncode": None,
+                    "logged": False,
+                    "running": bool(k == len(starts) - 1 and time.time() - last_event < 600),
+                    **stat,
+                }
+            )
     return sorted(logged + unmatched, key=lambda p: when(p["started"]))
 
 
 def checkout_commit(folder: str) -> tuple[str, bool]:
     """The commit a checkout is at, and whether its tracked files differ from it (read only: no index refresh)."""
     try:
-        head = subprocess.run(["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        changes = subprocess.run(["git", "--no-optional-locks", "-C", folder, "status", "--porcelain",
-                                  "--untracked-files=no"], capture_output=True, text=True, check=True).stdout
+        head = subprocess.run(
+            ["git", "-C", folder, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "--no-optional-locks", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         fail(f"--checkout {folder} is not a git checkout: pass the folder the runs' command ran from")
     return head, bool(changes.strip())
@@ -430,16 +501,28 @@ def export_runs(args: Args) -> int:
         parts = parts_of(run_dir, starts, stats, starts[0] + sps.times[-1])
         steps = int(max(sps.steps[-1], returns.steps[-1]))  # games of the iteration under way count too
         complete = steps + int(sps.hyperparameters.get("batch_size", 1024)) > p.total_timesteps
-        meta = {"config": p.config.name, "seed": p.seed, "env_id": p.env_id,
-                # as `run` starts it from the repository root (the runs folder as by default)
-                "command": shlex.join(p.command(Args("run", profile=args.profile), False)),
-                "machine": ", ".join(dict.fromkeys(part["machine"] for part in parts)) or machine(),
-                "length_unit": "frames", "commit": commit, "commit_modified": modified,
-                "total_timesteps": p.total_timesteps, "steps": steps, "complete": complete,
-                "wall_seconds": round(float(seconds), 1), "elapsed_seconds": round(float(sps.times[-1]), 1),
-                "sps": round(steps / max(float(seconds), 1e-9), 1), "top_sps": round(top, 1),
-                "episodes": len(returns.values), "resumes": max(len(parts) - 1, 0), "parts": parts,
-                "exported": utc(time.time())}
+        meta = {
+            "config": p.config.name,
+            "seed": p.seed,
+            "env_id": p.env_id,
+            # as `run` starts it from the repository root (the runs folder as by default)
+            "command": shlex.join(p.command(Args("run", profile=args.profile), False)),
+            "machine": ", ".join(dict.fromkeys(part["machine"] for part in parts)) or machine(),
+            "length_unit": "frames",
+            "commit": commit,
+            "commit_modified": modified,
+            "total_timesteps": p.total_timesteps,
+            "steps": steps,
+            "complete": complete,
+            "wall_seconds": round(float(seconds), 1),
+            "elapsed_seconds": round(float(sps.times[-1]), 1),
+            "sps": round(steps / max(float(seconds), 1e-9), 1),
+            "top_sps": round(top, 1),
+            "episodes": len(returns.values),
+            "resumes": max(len(parts) - 1, 0),
+            "parts": parts,
+            "exported": utc(time.time()),
+        }
         base = p.export_base(args) + ("" if complete else ".partial")
         if complete:
             meta["finished"] = utc(starts[0] + sps.times[-1])
@@ -447,8 +530,11 @@ def export_runs(args: Args) -> int:
         for superseded in (base + ".partial.csv", base + ".partial.json") if complete else ():  # once that is written
             if os.path.exists(superseded):
                 os.remove(superseded)
-        print(f"exported {run_dir} -> {base}.csv ({len(returns.values)} games, {steps:,} steps, "
-              f"{'finished' if complete else 'in progress'}, {len(parts)} part(s))", flush=True)
+        print(
+            f"exported {run_dir} -> {base}.csv ({len(returns.values)} games, {steps:,} steps, "
+            f"{'finished' if complete else 'in progress'}, {len(parts)} part(s))",
+            flush=True,
+        )
         written += 1
     if not written:
         fail(f"no run of the {args.profile} profile with a finished game in {args.runs_dir}: nothing to export")
@@ -477,13 +563,24 @@ def load_exports(args: Args, subfolder: str = "") -> list[Finished]:
         if not name.endswith(".json"):
             continue
         partial = name.endswith(".partial.json")
-        if partial and os.path.exists(os.path.join(folder, name[:-len(".partial.json")] + ".json")):
+        if partial and os.path.exists(os.path.join(folder, name[: -len(".partial.json")] + ".json")):
             continue  # superseded by the finished export
         with open(os.path.join(folder, name)) as f:
             meta = json.load(f)
         data = np.loadtxt(os.path.join(folder, name[:-5] + ".csv"), delimiter=",", skiprows=1, ndmin=2)
-        runs.append(Finished(meta["config"], meta["seed"], meta.get("env_id", ENV_ID), meta,
-                             data[:, 0], data[:, 1], data[:, 2], partial, os.path.join(folder, name[:-5])))
+        runs.append(
+            Finished(
+                meta["config"],
+                meta["seed"],
+                meta.get("env_id", ENV_ID),
+                meta,
+                data[:, 0],
+                data[:, 1],
+                data[:, 2],
+                partial,
+                os.path.join(folder, name[:-5]),
+            )
+        )
     return runs
 
 
@@ -527,8 +624,9 @@ def stalled_or_regressed(r: Finished, total: int, sigma: float) -> str | None:
     return None
 
 
-def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int,
-            reference: str = "sync") -> str:
+def verdict(
+    name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int, reference: str = "sync"
+) -> str:
     """Within seed noise of the reference configuration or not: the difference of the mean over seeds of `late_mean`
     against 2 standard errors of that difference, from the pooled seed-to-seed standard deviation (a two-sample
     t-test's footing; with a few seeds the deviation itself is very uncertain, so a verdict is coarse); a run that
@@ -542,14 +640,18 @@ def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]
         return f"no finished {reference} run to compare with"
     ours, ref = [late_mean(r, total) for r in runs], [late_mean(r, total) for r in ref_runs]
     sigma, dof = seed_noise(by_config, total)
-    seeds = (f"last 200k steps, per seed {', '.join(f'{v:.2f}' for v in ours)} vs {reference} "
-             f"{', '.join(f'{v:.2f}' for v in ref)}")
+    seeds = (
+        f"last 200k steps, per seed {', '.join(f'{v:.2f}' for v in ours)} vs {reference} "
+        f"{', '.join(f'{v:.2f}' for v in ref)}"
+    )
     if not dof:
         return f"undecided until some configuration has 2 seeds (the seed-to-seed spread): {seeds}"
     diff = float(np.mean(ours) - np.mean(ref))
     tolerance = 2 * sigma * np.sqrt(1 / len(ours) + 1 / len(ref))
-    figures = (f"{seeds}; difference of the means {diff:+.2f}, tolerance {tolerance:.2f} = 2 standard errors from "
-               f"the seed-to-seed std {sigma:.2f} ({dof} degrees of freedom)")
+    figures = (
+        f"{seeds}; difference of the means {diff:+.2f}, tolerance {tolerance:.2f} = 2 standard errors from "
+        f"the seed-to-seed std {sigma:.2f} ({dof} degrees of freedom)"
+    )
     failures = [why for r in runs if (why := stalled_or_regressed(r, total, sigma))]
     if failures:
         return f"FAILS: {'; '.join(failures)}; {figures}"
@@ -558,14 +660,17 @@ def verdict(name: str, runs: list[Finished], by_config: dict[str, list[Finished]
 
 def report(args: Args) -> int:
     if not args.report_path:
-        args.report_path = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}.get(args.profile,
-                                                                                                  "docs/results.md")
+        args.report_path = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}.get(
+            args.profile, "docs/results.md"
+        )
     if args.profile == "full-cpu":
         return report_long(args)
     finished = load_finished(args)
     if not finished:
-        fail(f"no finished run in {os.path.join(args.results_dir, args.profile)}: run `python -m "
-             f"benchmark.lab.learning run` first")
+        fail(
+            f"no finished run in {os.path.join(args.results_dir, args.profile)}: run `python -m "
+            f"benchmark.lab.learning run` first"
+        )
     profile = PROFILES[args.profile]
     total = profile["total_timesteps"]
     order = [c.name for c in profile["configs"]]
@@ -585,63 +690,74 @@ def report(args: Args) -> int:
         lines.append(f"| {label} | 1 | " + " | ".join(f"{v:.2f}" for v in values) + " |")
     table = "\n".join(lines)
 
-    runs_table = ["| configuration | seed | steps | wall time | SPS | games | machine | finished | command |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+    runs_table = [
+        "| configuration | seed | steps | wall time | SPS | games | machine | finished | command |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, runs in by_config.items():
         for r in runs:
             m = r.meta
-            runs_table.append(f"| {name} | {r.seed} | {m['steps']:,} | {plot.format_duration(m['wall_seconds'])} | "
-                              f"{m['sps']:.0f} | {m['episodes']} | {m['machine']} | {m['finished']} | "
-                              f"`{m['command']}` |")
-    verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total, order[0])}"
-                for name, runs in by_config.items()]
-    missing = [f"{p.config.name} seed {p.seed}" for p in plan(Args("run", profile=args.profile))
-               if not any(r.config == p.config.name and r.seed == p.seed for r in finished)]
+            runs_table.append(
+                f"| {name} | {r.seed} | {m['steps']:,} | {plot.format_duration(m['wall_seconds'])} | "
+                f"{m['sps']:.0f} | {m['episodes']} | {m['machine']} | {m['finished']} | "
+                f"`{m['command']}` |"
+            )
+    verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total, order[0])}" for name, runs in by_config.items()]
+    missing = [
+        f"{p.config.name} seed {p.seed}"
+        for p in plan(Args("run", profile=args.profile))
+        if not any(r.config == p.config.name and r.seed == p.seed for r in finished)
+    ]
 
-    groups = {(ENV_ID, name): [plot.RunCurve(r.env_id, name, r.seed, "", r.steps, r.returns, r.times,
-                                             r.meta["wall_seconds"]) for r in runs]
-              for name, runs in by_config.items()}
+    groups = {
+        (ENV_ID, name): [
+            plot.RunCurve(r.env_id, name, r.seed, "", r.steps, r.returns, r.times, r.meta["wall_seconds"]) for r in runs
+        ]
+        for name, runs in by_config.items()
+    }
     plt = plot.import_pyplot()
     figure = os.path.join(args.results_dir, f"{args.profile}_curves.png")
     png = png_of(plot.draw(groups, plot.Args(smoothing_window=20), plt), plt)
 
-    generated = "\n".join([
-        GENERATED_START,
-        f"Profile `{args.profile}`: {ENV_ID}, {total:,} steps per run, CleanRL's hyperparameters (8 envs x 128 "
-        f"steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). Rebuilt by `python -m benchmark.lab.learning "
-        f"report{'' if args.profile == 'quick' else ' --profile ' + args.profile}` from the committed exports in `{args.results_dir}/{args.profile}/`.",
-        "",
-        f"![return vs steps and vs wall time]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
-        "",
-        "Curves: trailing mean of 20 games per run, then mean and ±1 std over seeds (one seed: no band).",
-        "",
-        "### Mean full-game return per 100k-step window",
-        "",
-        "Each cell: the mean raw score (all 5 lives, unclipped) of the games that ended in that window.",
-        "",
-        table,
-        "",
-        f"Published: {PUBLISHED}.",
-        "",
-        "### Verdicts",
-        "",
-        "Seeds are the unit: each run's mean return over its last 200k steps; a configuration is within seed noise "
-        f"of {order[0]} when the difference of the means over seeds is at most 2 standard errors, from the seed-to-seed "
-        "standard deviation pooled over the configurations with 2 or more seeds (a two-sample t-test's footing; "
-        "with so few seeds that deviation is itself very uncertain: its 95% interval spans 0.45x to 32x of the "
-        "estimate at 1 degree of freedom, 0.52x to 6.3x at 2, 0.57x to 3.7x at 3). A run fails whatever the means "
-        "if it stalled (its last 200k steps not above its first 100k-step window by more than 2 seed-to-seed "
-        "standard deviations) or regressed (its last window below its best earlier one by more than that).",
-        "",
-        *verdicts,
-        "",
-        "### Runs",
-        "",
-        *runs_table,
-        "",
-        "Not finished yet: " + (", ".join(missing) if missing else "none") + ".",
-        GENERATED_END,
-    ])
+    generated = "\n".join(
+        [
+            GENERATED_START,
+            f"Profile `{args.profile}`: {ENV_ID}, {total:,} steps per run, CleanRL's hyperparameters (8 envs x 128 "
+            f"steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). Rebuilt by `python -m benchmark.lab.learning "
+            f"report{'' if args.profile == 'quick' else ' --profile ' + args.profile}` from the committed exports in `{args.results_dir}/{args.profile}/`.",
+            "",
+            f"![return vs steps and vs wall time]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
+            "",
+            "Curves: trailing mean of 20 games per run, then mean and ±1 std over seeds (one seed: no band).",
+            "",
+            "### Mean full-game return per 100k-step window",
+            "",
+            "Each cell: the mean raw score (all 5 lives, unclipped) of the games that ended in that window.",
+            "",
+            table,
+            "",
+            f"Published: {PUBLISHED}.",
+            "",
+            "### Verdicts",
+            "",
+            "Seeds are the unit: each run's mean return over its last 200k steps; a configuration is within seed noise "
+            f"of {order[0]} when the difference of the means over seeds is at most 2 standard errors, from the seed-to-seed "
+            "standard deviation pooled over the configurations with 2 or more seeds (a two-sample t-test's footing; "
+            "with so few seeds that deviation is itself very uncertain: its 95% interval spans 0.45x to 32x of the "
+            "estimate at 1 degree of freedom, 0.52x to 6.3x at 2, 0.57x to 3.7x at 3). A run fails whatever the means "
+            "if it stalled (its last 200k steps not above its first 100k-step window by more than 2 seed-to-seed "
+            "standard deviations) or regressed (its last window below its best earlier one by more than that).",
+            "",
+            *verdicts,
+            "",
+            "### Runs",
+            "",
+            *runs_table,
+            "",
+            "Not finished yet: " + (", ".join(missing) if missing else "none") + ".",
+            GENERATED_END,
+        ]
+    )
     write_whole({figure: png, args.report_path: page_with(args.report_path, "Learning results", generated)})
     print(f"wrote {args.report_path} and {figure}")
     print(table)
@@ -700,7 +816,7 @@ def one_more_seed(env_id: str) -> tuple[float, float, float]:
     n = CLEANRL_SEEDS
     scale = std * np.sqrt(n / (n - 1)) * np.sqrt(1 + 1 / n)
     t = 2 * std / scale
-    q = 0.95 * np.sqrt(2 / (1 - 0.95 ** 2))  # P(|T| < q) = 0.95
+    q = 0.95 * np.sqrt(2 / (1 - 0.95**2))  # P(|T| < q) = 0.95
     return float(t / np.sqrt(2 + t * t)), mean - q * scale, mean + q * scale
 
 
@@ -729,8 +845,10 @@ def outside_band_lines(r: Finished) -> list[str]:
         f"{siblings} (`ppo_atari.py`: {mean:.2f} ± {std:.2f}).",
     ]
     if top is not None:
-        lines.append(f"- *The gap in play:* this run's last {LAST_GAMES} games average {top - last:.2f} below the "
-                     f"game's top score of {top:g}; CleanRL's seeds, {top - mean:.2f}.")
+        lines.append(
+            f"- *The gap in play:* this run's last {LAST_GAMES} games average {top - last:.2f} below the "
+            f"game's top score of {top:g}; CleanRL's seeds, {top - mean:.2f}."
+        )
     return lines + [""]
 
 
@@ -746,13 +864,18 @@ def trajectory_lines(r: Finished, other: Finished, total: int) -> list[str]:
     part, compared as far as both reached."""
     common = min(int(r.meta["steps"]), int(other.meta["steps"]))
     last = [float(x.returns[x.steps <= common][-LAST_GAMES:].mean()) for x in (other, r)]
-    pairs = [f"{a.label} {a.mean:.2f} / {b.mean:.2f}" for a, b in zip(window_checks(other, total),
-                                                                        window_checks(r, total))
-             if a.hi - a.lo == LONG_WINDOW and b.hi - b.lo == LONG_WINDOW and a.games and b.games]
+    pairs = [
+        f"{a.label} {a.mean:.2f} / {b.mean:.2f}"
+        for a, b in zip(window_checks(other, total), window_checks(r, total))
+        if a.hi - a.lo == LONG_WINDOW and b.hi - b.lo == LONG_WINDOW and a.games and b.games
+    ]
     alike = leading_games_alike(r, other)
     same_code = other.meta.get("commit") == r.meta.get("commit")
-    why = (" (floating-point rounding differs between its processor and this run's, and a policy's small "
-           "differences grow)" if other.meta["machine"] != r.meta["machine"] else "")
+    why = (
+        " (floating-point rounding differs between its processor and this run's, and a policy's small differences grow)"
+        if other.meta["machine"] != r.meta["machine"]
+        else ""
+    )
     return [
         f"Another run of this seed: `{other.path}.csv`, the same {'commit' if same_code else 'seed'} on "
         f"{other.meta['machine']}. Its games match this run's for the first {alike}, then part{why}, so it is a "
@@ -760,7 +883,8 @@ def trajectory_lines(r: Finished, other: Finished, total: int) -> list[str]:
         f"never finished and has no verdict. As far as both reached ({common:,} steps), the mean of the last "
         f"{LAST_GAMES} games: "
         f"{last[0]:.2f} there, {last[1]:.2f} here; per whole 1M-step window, there / here: "
-        + ("; ".join(pairs) if pairs else "none yet") + ".",
+        + ("; ".join(pairs) if pairs else "none yet")
+        + ".",
         "",
     ]
 
@@ -774,13 +898,21 @@ def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
     if hit is None:
         return []
     late = r.steps > hit[0]
-    counts = [(lo, int(((r.returns < 0) & late & (r.steps > lo) & (r.steps <= lo + LONG_WINDOW)).sum()),
-               int((late & (r.steps > lo) & (r.steps <= lo + LONG_WINDOW)).sum()))
-              for lo in range(0, min(int(r.meta["steps"]), total), LONG_WINDOW)]
-    lines = [f"Games lost outright (return below 0) after the mean of {TRAILING} games first reached {top[0]:g} "
-             f"(step {int(hit[0]):,}), per 1M-step window: "
-             + "; ".join(f"{lo // LONG_WINDOW}-{lo // LONG_WINDOW + 1}M {k} of {n}" for lo, k, n in counts if n) + ".",
-             ""]
+    counts = [
+        (
+            lo,
+            int(((r.returns < 0) & late & (r.steps > lo) & (r.steps <= lo + LONG_WINDOW)).sum()),
+            int((late & (r.steps > lo) & (r.steps <= lo + LONG_WINDOW)).sum()),
+        )
+        for lo in range(0, min(int(r.meta["steps"]), total), LONG_WINDOW)
+    ]
+    lines = [
+        f"Games lost outright (return below 0) after the mean of {TRAILING} games first reached {top[0]:g} "
+        f"(step {int(hit[0]):,}), per 1M-step window: "
+        + "; ".join(f"{lo // LONG_WINDOW}-{lo // LONG_WINDOW + 1}M {k} of {n}" for lo, k, n in counts if n)
+        + ".",
+        "",
+    ]
     replays = []
     for path in sorted(glob.glob(os.path.join(folder, REPLAYS, "*.json"))):
         with open(path) as f:
@@ -789,9 +921,12 @@ def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
             replays.append((path, replay))
     if not replays:
         return lines
-    lines += [f"Replays of this run's checkpoints (`python -m benchmark.lab.lost_games CHECKPOINT --backend B`: "
-              "actions sampled as in training, 8 envs; the paddle's height is the game's RAM byte 51, 38 at the top "
-              "to 203 at the bottom, read on the Python wrappers only):", ""]
+    lines += [
+        "Replays of this run's checkpoints (`python -m benchmark.lab.lost_games CHECKPOINT --backend B`: "
+        "actions sampled as in training, 8 envs; the paddle's height is the game's RAM byte 51, 38 at the top "
+        "to 203 at the bottom, read on the Python wrappers only):",
+        "",
+    ]
     for path, rp in sorted(replays, key=lambda x: (x[1].get("checkpoint_step") or 0, x[1]["backend"])):
         names = rp["action_names"]
         parts = []
@@ -800,16 +935,23 @@ def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
             if not g:
                 continue
             acts = ", ".join(f"{n} {a:.2f}" for n, a in zip(names, g["action_shares"]))
-            paddle = (f"; paddle height quartiles {'/'.join(f'{q:.0f}' for q in g['paddle_y_quartiles'])}"
-                      if "paddle_y_quartiles" in g else "")
+            paddle = (
+                f"; paddle height quartiles {'/'.join(f'{q:.0f}' for q in g['paddle_y_quartiles'])}"
+                if "paddle_y_quartiles" in g
+                else ""
+            )
             which = "Games lost" if label == "lost" else "Other games" if "lost" in rp else "All games"
             parts.append(f"{which} ({g['games']}): {acts}; policy entropy {g['entropy']:.2f}{paddle}")
         returns = np.array(rp["returns"])
         lost = returns[returns < rp["lost_below"]]
-        lines.append(f"- Step {rp.get('checkpoint_step') or 0:,}, `{rp['backend']}` ({rp['machine']}): {rp['games']} "
-                     f"games, mean {returns.mean():.2f}, {len(lost)} lost"
-                     + (f" ({', '.join(f'{x:+.0f}' for x in lost)})" if len(lost) else "") + ". "
-                     + ". ".join(parts) + f". `{os.path.relpath(path)}`")
+        lines.append(
+            f"- Step {rp.get('checkpoint_step') or 0:,}, `{rp['backend']}` ({rp['machine']}): {rp['games']} "
+            f"games, mean {returns.mean():.2f}, {len(lost)} lost"
+            + (f" ({', '.join(f'{x:+.0f}' for x in lost)})" if len(lost) else "")
+            + ". "
+            + ". ".join(parts)
+            + f". `{os.path.relpath(path)}`"
+        )
     return lines + [""]
 
 
@@ -823,10 +965,14 @@ def window_checks(r: Finished, total: int) -> list[WindowCheck]:
     best: WindowCheck | None = None
     for lo in range(0, min(reached, total), LONG_WINDOW):
         games = r.returns[(r.steps > lo) & (r.steps <= lo + LONG_WINDOW)]
-        check = WindowCheck(lo, min(lo + LONG_WINDOW, reached), len(games),
-                            float(games.mean()) if len(games) else float("nan"),
-                            float(games.std(ddof=1) / np.sqrt(len(games))) if len(games) > 1 else 0.0,
-                            ok=len(games) > 0)
+        check = WindowCheck(
+            lo,
+            min(lo + LONG_WINDOW, reached),
+            len(games),
+            float(games.mean()) if len(games) else float("nan"),
+            float(games.std(ddof=1) / np.sqrt(len(games))) if len(games) > 1 else 0.0,
+            ok=len(games) > 0,
+        )
         if best is not None and len(games):
             check.best = best.mean
             check.tolerance = float(max(2 * np.hypot(check.se, best.se), 2 * spread))
@@ -852,24 +998,34 @@ def long_verdict(r: Finished, total: int) -> str:
         return f"no published CleanRL figure for {r.env_id} to judge by"
     lo, hi = level_interval(r.env_id)
     last = float(last_games(r).mean())
-    failed = [] if lo <= last <= hi else [f"the mean of the last {LAST_GAMES} games, {last:.2f}, is outside "
-                                          f"{lo:.2f}..{hi:.2f}"]
+    failed = (
+        []
+        if lo <= last <= hi
+        else [f"the mean of the last {LAST_GAMES} games, {last:.2f}, is outside {lo:.2f}..{hi:.2f}"]
+    )
     for c in window_checks(r, total):
         if not c.ok:
-            failed.append(f"window {c.label}: " + (f"mean {c.mean:.2f}, below the best earlier window's "
-                                                    f"{c.best:.2f} by more than {c.tolerance:.2f}"
-                                                    if c.games else "no game ended in it"))
+            failed.append(
+                f"window {c.label}: "
+                + (
+                    f"mean {c.mean:.2f}, below the best earlier window's {c.best:.2f} by more than {c.tolerance:.2f}"
+                    if c.games
+                    else "no game ended in it"
+                )
+            )
     if failed:
         return "FAIL: " + "; ".join(failed)
-    return (f"PASS: the mean of the last {LAST_GAMES} games, {last:.2f}, is inside {lo:.2f}..{hi:.2f}, and no 1M-step "
-            f"window fell below the best earlier one by more than the noise")
+    return (
+        f"PASS: the mean of the last {LAST_GAMES} games, {last:.2f}, is inside {lo:.2f}..{hi:.2f}, and no 1M-step "
+        f"window fell below the best earlier one by more than the noise"
+    )
 
 
 def first_reach(r: Finished, level: float) -> tuple[float, float] | None:
     """(step, wall seconds) of the first game at which the mean of the last `TRAILING` games is at least `level`."""
     if len(r.returns) < TRAILING:
         return None
-    hit = np.flatnonzero(plot.trailing_mean(r.returns, TRAILING)[TRAILING - 1:] >= level)
+    hit = np.flatnonzero(plot.trailing_mean(r.returns, TRAILING)[TRAILING - 1 :] >= level)
     return (r.steps[hit[0] + TRAILING - 1], r.times[hit[0] + TRAILING - 1]) if len(hit) else None
 
 
@@ -887,9 +1043,14 @@ def draw_long(runs: list[Finished]) -> bytes:
     plt = plot.import_pyplot()
     from matplotlib.ticker import EngFormatter
 
-    groups = {(r.env_id, f"{r.config}, seed {r.seed}"): [plot.RunCurve(
-        r.env_id, r.config, r.seed, "", r.steps, r.returns, r.times / 3600, r.meta["wall_seconds"] / 3600)]
-        for r in runs}
+    groups = {
+        (r.env_id, f"{r.config}, seed {r.seed}"): [
+            plot.RunCurve(
+                r.env_id, r.config, r.seed, "", r.steps, r.returns, r.times / 3600, r.meta["wall_seconds"] / 3600
+            )
+        ]
+        for r in runs
+    }
     fig = plot.draw(groups, plot.Args(smoothing_window=TRAILING), plt)
     by_env = {r.env_id: r for r in runs}
     for ax in fig.axes:
@@ -914,13 +1075,16 @@ def long_game_section(r: Finished, total: int, lost: list[Finished], folder: str
     """A game's part of the full-length report: its windows, its last games against CleanRL (and why, if a finished
     run ends outside CleanRL's band), a lost run of the same seed beside it, its times."""
     checks = window_checks(r, total)
-    rows = ["| window | games | mean ± std error | best earlier window | tolerance | check |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| window | games | mean ± std error | best earlier window | tolerance | check |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in checks:
         label = c.label if c.hi - c.lo == LONG_WINDOW or not r.partial else f"{c.label} (to {c.hi:,} so far)"
         mean = f"{c.mean:.2f} ± {c.se:.2f}" if c.games > 1 else f"{c.mean:.2f}" if c.games else "no game ended"
         best = f"{c.best:.2f}" if c.best is not None else "—"
         tolerance = f"{c.tolerance:.2f}" if c.tolerance is not None else "—"
-        check = ("first window" if c.best is None and c.games else "ok" if c.ok else "**below**")
+        check = "first window" if c.best is None and c.games else "ok" if c.ok else "**below**"
         rows.append(f"| {label} | {c.games} | {mean} | {best} | {tolerance} | {check} |")
     last = last_games(r)
     first_step = int(r.steps[-len(last)])
@@ -928,23 +1092,28 @@ def long_game_section(r: Finished, total: int, lost: list[Finished], folder: str
         mean, std = CLEANRL_10M[r.env_id]
         lo, hi = level_interval(r.env_id)
         inside = "inside" if lo <= last.mean() <= hi else "outside"
-        level = (f"CleanRL's {mean:.2f} ± {std:.2f} (3 seeds): {inside} the rule's {lo:.2f}..{hi:.2f}"
-                 + (" (the run has not finished: for orientation only)" if r.partial else ""))
+        level = f"CleanRL's {mean:.2f} ± {std:.2f} (3 seeds): {inside} the rule's {lo:.2f}..{hi:.2f}" + (
+            " (the run has not finished: for orientation only)" if r.partial else ""
+        )
     else:
         level = "no published CleanRL figure"
     times = ["| return | first step | wall hours |", "|---|---|---|"]
     for value in MILESTONES.get(r.env_id, ()):
         hit = first_reach(r, value)
-        best = plot.trailing_mean(r.returns, TRAILING)[TRAILING - 1:].max(initial=-np.inf)
-        times.append(f"| {value:g} | {int(hit[0]):,} | {hours(hit[1])} |" if hit else
-                     f"| {value:g} | not reached {'yet ' if r.partial else ''}(best mean of {TRAILING} games: "
-                     f"{best:.2f}) | — |")
+        best = plot.trailing_mean(r.returns, TRAILING)[TRAILING - 1 :].max(initial=-np.inf)
+        times.append(
+            f"| {value:g} | {int(hit[0]):,} | {hours(hit[1])} |"
+            if hit
+            else f"| {value:g} | not reached {'yet ' if r.partial else ''}(best mean of {TRAILING} games: "
+            f"{best:.2f}) | — |"
+        )
     steps, seconds = int(r.meta["steps"]), float(r.meta["wall_seconds"])
     pace = f"{hours(seconds)} for {steps:,} steps ({r.meta['sps']:.0f} SPS)"
     top = r.meta.get("top_sps")
     if r.partial and steps:
-        pace += (f"; at that pace all {total:,} steps take about {hours(total / steps * seconds)}"
-                 + (f", at its top speed ({top:.0f} SPS) {hours(total / top)}" if top else ""))
+        pace += f"; at that pace all {total:,} steps take about {hours(total / steps * seconds)}" + (
+            f", at its top speed ({top:.0f} SPS) {hours(total / top)}" if top else ""
+        )
     elif top:  # shared parts make the wall hours overstate what the machine needs alone
         pace += f"; at its top speed ({top:.0f} SPS), the machine alone, about {hours(total / top)}"
     return [
@@ -958,10 +1127,19 @@ def long_game_section(r: Finished, total: int, lost: list[Finished], folder: str
         f"Last {len(last)} games (steps {first_step:,} to {int(r.steps[-1]):,}): mean {last.mean():.2f} ± "
         f"{last.std(ddof=1) / np.sqrt(len(last)) if len(last) > 1 else 0.0:.2f} (standard error), against {level}.",
         "",
-        *(outside_band_lines(r) if r.env_id in CLEANRL_10M and not r.partial
-          and not level_interval(r.env_id)[0] <= last.mean() <= level_interval(r.env_id)[1] else []),
-        *[line for other in lost if (other.env_id, other.config, other.seed) == (r.env_id, r.config, r.seed)
-          for line in trajectory_lines(r, other, total)],
+        *(
+            outside_band_lines(r)
+            if r.env_id in CLEANRL_10M
+            and not r.partial
+            and not level_interval(r.env_id)[0] <= last.mean() <= level_interval(r.env_id)[1]
+            else []
+        ),
+        *[
+            line
+            for other in lost
+            if (other.env_id, other.config, other.seed) == (r.env_id, r.config, r.seed)
+            for line in trajectory_lines(r, other, total)
+        ],
         *lost_games_lines(r, total, folder),
         f"Time to a return (the first game at which the mean of the last {TRAILING} games reaches it):",
         "",
@@ -994,98 +1172,120 @@ def report_long(args: Args) -> int:
     for p in planned:
         r = exported.get((p.env_id, p.config.name, p.seed))
         base = p.export_base(Args("run", profile=args.profile, results_dir=args.results_dir))
-        status.append(f"| {p.env_id} | {p.config.name}, seed {p.seed} | " + (
-            f"`{base}{'.partial' if r.partial else ''}.csv` | {int(r.meta['steps']):,} of {total:,} "
-            f"({int(r.meta['steps']) / total:.1%}) | {long_verdict(r, total)} |" if r else
-            "none yet | 0 | not started |"))
-    bounds = "; ".join(f"{env_id} {level_interval(env_id)[0]:.2f}..{level_interval(env_id)[1]:.2f}"
-                       for env_id in profile["env_ids"] if env_id in CLEANRL_10M)
-    spreads = ", ".join(f"{env_id} {2 * CLEANRL_10M[env_id][1]:.2f}" for env_id in profile["env_ids"]
-                        if env_id in CLEANRL_10M)
+        status.append(
+            f"| {p.env_id} | {p.config.name}, seed {p.seed} | "
+            + (
+                f"`{base}{'.partial' if r.partial else ''}.csv` | {int(r.meta['steps']):,} of {total:,} "
+                f"({int(r.meta['steps']) / total:.1%}) | {long_verdict(r, total)} |"
+                if r
+                else "none yet | 0 | not started |"
+            )
+        )
+    bounds = "; ".join(
+        f"{env_id} {level_interval(env_id)[0]:.2f}..{level_interval(env_id)[1]:.2f}"
+        for env_id in profile["env_ids"]
+        if env_id in CLEANRL_10M
+    )
+    spreads = ", ".join(
+        f"{env_id} {2 * CLEANRL_10M[env_id][1]:.2f}" for env_id in profile["env_ids"] if env_id in CLEANRL_10M
+    )
 
-    runs_table = ["| game | steps | wall hours | SPS | games | resumes | started from commit | machine | command |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-    parts_table = ["| game | part | started (UTC) | training hours | steps | SPS | share of the top speed | |",
-                   "|---|---|---|---|---|---|---|---|"]
+    runs_table = [
+        "| game | steps | wall hours | SPS | games | resumes | started from commit | machine | command |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    parts_table = [
+        "| game | part | started (UTC) | training hours | steps | SPS | share of the top speed | |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     shared = []
     for r in runs:
         m = r.meta
-        commit = m.get("commit", "not recorded")[:7] + (" (with uncommitted changes)" if m.get("commit_modified")
-                                                        else "")
-        runs_table.append(f"| {r.env_id} | {int(m['steps']):,} | {hours(m['wall_seconds'])} | {m['sps']:.0f} | "
-                          f"{m['episodes']} | {m.get('resumes', 'not recorded')} | {commit} | {m['machine']} | "
-                          f"`{m['command']}` |")
+        commit = m.get("commit", "not recorded")[:7] + (
+            " (with uncommitted changes)" if m.get("commit_modified") else ""
+        )
+        runs_table.append(
+            f"| {r.env_id} | {int(m['steps']):,} | {hours(m['wall_seconds'])} | {m['sps']:.0f} | "
+            f"{m['episodes']} | {m.get('resumes', 'not recorded')} | {commit} | {m['machine']} | "
+            f"`{m['command']}` |"
+        )
         top = m.get("top_sps") or 0.0
         for k, part in enumerate(m.get("parts", []), 1):
             share = part["sps"] / top if part.get("sps") and top else None
-            notes = (["shared"] if share is not None and share < SHARED_BELOW else []) + \
-                (["running when exported"] if part.get("running") else []) + \
-                (["not logged in parts.jsonl"] if not part.get("logged") and not part.get("running") else [])
+            notes = (
+                (["shared"] if share is not None and share < SHARED_BELOW else [])
+                + (["running when exported"] if part.get("running") else [])
+                + (["not logged in parts.jsonl"] if not part.get("logged") and not part.get("running") else [])
+            )
             if "shared" in notes:
                 shared.append(f"{r.env_id} part {k}")
             speed = f"{part['sps']:.0f} | {share:.0%}" if share is not None else "— | —"
             parts_table.append(
                 f"| {r.env_id} | {k} | {part['started'].replace('+00:00', '')} | "
                 f"{hours(part.get('training_seconds') or 0.0)} | "
-                f"{part.get('steps_from', 0):,} to {part.get('steps_to', 0):,} | {speed} | {', '.join(notes)} |")
+                f"{part.get('steps_from', 0):,} to {part.get('steps_to', 0):,} | {speed} | {', '.join(notes)} |"
+            )
     shared_note = (
         f"Parts run at less than {SHARED_BELOW:.0%} of their run's top speed (the SPS of its fastest part of "
         f"{TOP_PART_SECONDS // 60} training minutes or more) are marked *shared*: the machine was busy with other "
         "work during them. A run's work per step does not change along the run (the same network, batch and game), "
         "so a slower part is a busier machine, and the wall hours of a run with shared parts overstate what the machine needs alone. "
-        + (f"Shared so far: {', '.join(shared)}." if shared else "No part so far was shared."))
+        + (f"Shared so far: {', '.join(shared)}." if shared else "No part so far was shared.")
+    )
 
-    generated = "\n".join([
-        GENERATED_START,
-        f"Profile `{args.profile}`: CleanRL's Atari benchmark at full length on one CPU machine: "
-        f"{' and '.join(profile['env_ids'])}, {total:,} steps each, seed 1, `ppo_atari.py --vector-env envpool` "
-        "with CleanRL's hyperparameters (8 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). A run "
-        "takes many hours here, so it runs in parts (`python -m benchmark.lab.learning run --profile full-cpu "
-        "--max-hours 2`), each resuming the last part's checkpoint. `python -m benchmark.lab.learning export "
-        "--profile full-cpu --runs-dir RUNS --checkout CODE` exports the runs as far as they are (a run short of "
-        "its last step as a `.partial` export, labelled here with the steps it reached), and `python -m "
-        f"benchmark.lab.learning report --profile full-cpu` rebuilds this page from the exports in `{folder}/`.",
-        "",
-        "### The verdict rule",
-        "",
-        "Stated before the results, and applied as stated (`long_verdict` in `benchmark/lab/learning.py`):",
-        "",
-        "- A run that has not reached its last step is **not finished (N steps)**, whatever its curve: never a pass.",
-        "- A finished run **PASSES** when both of these hold, and **FAILS** otherwise:",
-        f"  1. *Level*: the mean full-game return of its last {LAST_GAMES} games is inside CleanRL's published mean "
-        f"± 2 standard deviations of its 3 seeds: {bounds}.",
-        "  2. *No collapse*: in every 1M-step window, the mean return of the games that ended in it is not below "
-        "the best earlier window's mean by more than the noise: 2 standard errors of the difference of the two "
-        "means (from the spread of the games in each), or 2 of CleanRL's seed-to-seed standard deviations "
-        f"({spreads}) where that is larger, as late in a run the windows' means move by more than their games' "
-        "sampling noise while the policy keeps changing. A window in which no game ended fails.",
-        "",
-        "A run stalled at a low return fails the level; one that learnt and then fell apart fails the level or, "
-        "if it recovered, the windows.",
-        "",
-        "### Where the runs are",
-        "",
-        *status,
-        "",
-        f"![return vs steps and vs wall hours]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
-        "",
-        f"Curves: trailing mean of {TRAILING} games. Wall hours count the parts' training time, not the pauses "
-        "between parts. The grey band, once the curve comes near enough for it to fit: CleanRL's 10M-step mean ± 2 "
-        "standard deviations.",
-        "",
-        *[line for r in runs for line in long_game_section(r, total, lost, folder)],
-        "### Runs and their parts",
-        "",
-        *runs_table,
-        "",
-        "Wall hours: the parts' training time, pauses between parts left out. Resumes: parts after the first. "
-        "Command: as `run` starts it from the repository root with the default runs folder.",
-        "",
-        *parts_table,
-        "",
-        shared_note,
-        GENERATED_END,
-    ])
+    generated = "\n".join(
+        [
+            GENERATED_START,
+            f"Profile `{args.profile}`: CleanRL's Atari benchmark at full length on one CPU machine: "
+            f"{' and '.join(profile['env_ids'])}, {total:,} steps each, seed 1, `ppo_atari.py --vector-env envpool` "
+            "with CleanRL's hyperparameters (8 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 annealed). A run "
+            "takes many hours here, so it runs in parts (`python -m benchmark.lab.learning run --profile full-cpu "
+            "--max-hours 2`), each resuming the last part's checkpoint. `python -m benchmark.lab.learning export "
+            "--profile full-cpu --runs-dir RUNS --checkout CODE` exports the runs as far as they are (a run short of "
+            "its last step as a `.partial` export, labelled here with the steps it reached), and `python -m "
+            f"benchmark.lab.learning report --profile full-cpu` rebuilds this page from the exports in `{folder}/`.",
+            "",
+            "### The verdict rule",
+            "",
+            "Stated before the results, and applied as stated (`long_verdict` in `benchmark/lab/learning.py`):",
+            "",
+            "- A run that has not reached its last step is **not finished (N steps)**, whatever its curve: never a pass.",
+            "- A finished run **PASSES** when both of these hold, and **FAILS** otherwise:",
+            f"  1. *Level*: the mean full-game return of its last {LAST_GAMES} games is inside CleanRL's published mean "
+            f"± 2 standard deviations of its 3 seeds: {bounds}.",
+            "  2. *No collapse*: in every 1M-step window, the mean return of the games that ended in it is not below "
+            "the best earlier window's mean by more than the noise: 2 standard errors of the difference of the two "
+            "means (from the spread of the games in each), or 2 of CleanRL's seed-to-seed standard deviations "
+            f"({spreads}) where that is larger, as late in a run the windows' means move by more than their games' "
+            "sampling noise while the policy keeps changing. A window in which no game ended fails.",
+            "",
+            "A run stalled at a low return fails the level; one that learnt and then fell apart fails the level or, "
+            "if it recovered, the windows.",
+            "",
+            "### Where the runs are",
+            "",
+            *status,
+            "",
+            f"![return vs steps and vs wall hours]({os.path.relpath(figure, os.path.dirname(args.report_path) or '.')})",
+            "",
+            f"Curves: trailing mean of {TRAILING} games. Wall hours count the parts' training time, not the pauses "
+            "between parts. The grey band, once the curve comes near enough for it to fit: CleanRL's 10M-step mean ± 2 "
+            "standard deviations.",
+            "",
+            *[line for r in runs for line in long_game_section(r, total, lost, folder)],
+            "### Runs and their parts",
+            "",
+            *runs_table,
+            "",
+            "Wall hours: the parts' training time, pauses between parts left out. Resumes: parts after the first. "
+            "Command: as `run` starts it from the repository root with the default runs folder.",
+            "",
+            *parts_table,
+            "",
+            shared_note,
+            GENERATED_END,
+        ]
+    )
     title = f"CleanRL's benchmark at full length on a CPU: {' and '.join(profile['env_ids'])}, 10M steps"
     write_whole({figure: png, args.report_path: page_with(args.report_path, title, generated)})
     print(f"wrote {args.report_path} and {figure}")
@@ -1115,11 +1315,22 @@ def main(argv: list[str] | None = None) -> int:
     p = next((p for p in plan(args) if p.config.name == args.config and p.seed == args.seed), None)
     if p is None:
         fail(f"the {args.profile} profile has no config {args.config!r} with seed {args.seed}")
-    export(args.run_dir, p.export_base(args), {
-        "config": args.config, "seed": args.seed, "env_id": p.env_id, "command": args.command,
-        "machine": machine(), "length_unit": args.length_unit, "finished": datetime.datetime.fromtimestamp(
-            max(os.path.getmtime(os.path.join(args.run_dir, f)) for f in os.listdir(args.run_dir)),
-            datetime.timezone.utc).isoformat(timespec="seconds")})
+    export(
+        args.run_dir,
+        p.export_base(args),
+        {
+            "config": args.config,
+            "seed": args.seed,
+            "env_id": p.env_id,
+            "command": args.command,
+            "machine": machine(),
+            "length_unit": args.length_unit,
+            "finished": datetime.datetime.fromtimestamp(
+                max(os.path.getmtime(os.path.join(args.run_dir, f)) for f in os.listdir(args.run_dir)),
+                datetime.timezone.utc,
+            ).isoformat(timespec="seconds"),
+        },
+    )
     return 0
 
 

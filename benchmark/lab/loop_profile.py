@@ -58,8 +58,9 @@ def profile(args: Args) -> dict[str, list[float]]:
     backend = args.vector_env or ("envpool" if envpool_available() else "ale")
     torch.manual_seed(0)
     agent = load_agent_class()(_Spaces)
-    envs = make_atari_vector_env(backend, args.env_id, args.num_envs,
-                                 env_threads=plan_threads(args.num_envs).env_threads)  # as the scripts size it
+    envs = make_atari_vector_env(
+        backend, args.env_id, args.num_envs, env_threads=plan_threads(args.num_envs).env_threads
+    )  # as the scripts size it
     obs = torch.as_tensor(envs.reset(seed=0)[0])
     thread_counts = sorted({1, plan_threads(args.num_envs).torch_threads})
     half = args.num_envs // 2

@@ -86,25 +86,44 @@ def main(args: Args) -> None:
             if not stats["_episode"][i]:
                 continue
             steps = counts[i].sum()
-            games.append((float(stats["episode"]["r"][i]), int(stats["episode"]["l"][i]), counts[i] / steps,
-                          entropy[i] / steps, np.array(paddle[i])))
+            games.append(
+                (
+                    float(stats["episode"]["r"][i]),
+                    int(stats["episode"]["l"][i]),
+                    counts[i] / steps,
+                    entropy[i] / steps,
+                    np.array(paddle[i]),
+                )
+            )
             r, length, share, ent_mean, ys = games[-1]
             where = f", paddle y median {np.median(ys):.0f} (range {ys.min()}..{ys.max()})" if len(ys) else ""
-            print(f"game {len(games)} (env {i}): return {r:+.0f}, {length} frames, entropy {ent_mean:.2f}, "
-                  f"actions {' '.join(f'{a:.2f}' for a in share)}{where}", flush=True)
+            print(
+                f"game {len(games)} (env {i}): return {r:+.0f}, {length} frames, entropy {ent_mean:.2f}, "
+                f"actions {' '.join(f'{a:.2f}' for a in share)}{where}",
+                flush=True,
+            )
             counts[i], entropy[i], paddle[i] = 0, 0, []
     envs.close()
 
     returns = np.array([g[0] for g in games])
     lost = returns < args.lost_below
-    print(f"\n{args.backend}: {len(games)} games, mean return {returns.mean():.2f}, {lost.sum()} below "
-          f"{args.lost_below:g} ({', '.join(f'{r:+.0f}' for r in returns[lost]) or 'none'})")
+    print(
+        f"\n{args.backend}: {len(games)} games, mean return {returns.mean():.2f}, {lost.sum()} below "
+        f"{args.lost_below:g} ({', '.join(f'{r:+.0f}' for r in returns[lost]) or 'none'})"
+    )
     print("actions: " + " ".join(names))
-    summary = {"env_id": args.env_id, "checkpoint_step": checkpoint.get("global_step"), "backend": args.backend,
-               "games": len(games), "lost_below": args.lost_below, "returns": returns.tolist(),
-               "action_names": names, "machine": machine(),
-               "command": "python -m benchmark.lab.lost_games "  # the checkpoint's path is this machine's: left out
-               + " ".join("CHECKPOINT" if a == args.checkpoint else a for a in sys.argv[1:])}
+    summary = {
+        "env_id": args.env_id,
+        "checkpoint_step": checkpoint.get("global_step"),
+        "backend": args.backend,
+        "games": len(games),
+        "lost_below": args.lost_below,
+        "returns": returns.tolist(),
+        "action_names": names,
+        "machine": machine(),
+        "command": "python -m benchmark.lab.lost_games "  # the checkpoint's path is this machine's: left out
+        + " ".join("CHECKPOINT" if a == args.checkpoint else a for a in sys.argv[1:]),
+    }
     for label, mask in (("lost", lost), ("rest", ~lost)):
         if not mask.any():
             continue

@@ -218,9 +218,16 @@ def repo_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=path, **(extra or {}))
 
 
-def run_measured(command: list[str], cwd: str, timeout: float, interval: float = 0.5,
-                 gpus: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None,
-                 grace: float = TERMINATE_GRACE_S, started: Optional[list[subprocess.Popen]] = None) -> Measured:
+def run_measured(
+    command: list[str],
+    cwd: str,
+    timeout: float,
+    interval: float = 0.5,
+    gpus: Optional[Sequence[str]] = None,
+    env: Optional[dict[str, str]] = None,
+    grace: float = TERMINATE_GRACE_S,
+    started: Optional[list[subprocess.Popen]] = None,
+) -> Measured:
     """Run `command` with the repository on PYTHONPATH, measuring it (TreeSampler) on the GPUs `gpus` (UUIDs;
     default: every visible one). A run past `timeout` is stopped with all its processes, which get `grace` seconds
     before SIGKILL. The process is appended to `started` when given (a caller that is stopped itself can then stop
@@ -230,8 +237,9 @@ def run_measured(command: list[str], cwd: str, timeout: float, interval: float =
     start = time.perf_counter()
     # a process group of its own, so that a stop reaches torchrun's ranks and env processes too; in this session, so
     # that the load the benchmark puts alongside (its busy processes) competes with the run's threads one for one
-    proc = subprocess.Popen(command, cwd=cwd, env=repo_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, **own_group())
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=repo_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **own_group()
+    )
     if started is not None:
         started.append(proc)
     with TreeSampler(proc.pid, interval, gpus=gpus) as tree:
@@ -245,9 +253,14 @@ def run_measured(command: list[str], cwd: str, timeout: float, interval: float =
             raise
     per_gpu = {uuid: float(np.mean(values)) for uuid, values in tree.gpu.items() if values}
     return Measured(
-        output=out, returncode=proc.returncode, wall_s=time.perf_counter() - start, tree_busy=tree.mean_busy,
+        output=out,
+        returncode=proc.returncode,
+        wall_s=time.perf_counter() - start,
+        tree_busy=tree.mean_busy,
         tree_busy_p90=float(np.percentile(tree.busy, 90)) if tree.busy else float("nan"),
         machine_cpu_percent=float(np.mean(tree.machine_cpu)) if tree.machine_cpu else None,
-        gpu_percent=float(np.mean(list(per_gpu.values()))) if per_gpu else None, peak_rss_mib=tree.peak_rss / 2**20,
-        gpu_percents=per_gpu, rank_cores_busy=tree.rank_cores_busy,
+        gpu_percent=float(np.mean(list(per_gpu.values()))) if per_gpu else None,
+        peak_rss_mib=tree.peak_rss / 2**20,
+        gpu_percents=per_gpu,
+        rank_cores_busy=tree.rank_cores_busy,
     )

@@ -42,7 +42,7 @@ def saved_model_sha256(path: str | os.PathLike[str]) -> str:
 
 def rank_hashes(out: str | os.PathLike[str]) -> dict[int, str]:
     """The hashes a job's ranks wrote to ``out``, by rank."""
-    return {int(path.stem[len("rank"):]): path.read_text().strip() for path in Path(out).glob("rank*.sha256")}
+    return {int(path.stem[len("rank") :]): path.read_text().strip() for path in Path(out).glob("rank*.sha256")}
 
 
 def main(argv: list[str]) -> int:

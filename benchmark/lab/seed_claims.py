@@ -125,14 +125,23 @@ def apply_quick(args: Args) -> Args:
 
 
 def check_args(args: Args) -> None:
-    check_positive(iterations=args.iterations, baseline_iterations=args.baseline_iterations, repeats=args.repeats,
-                   num_envs=args.num_envs, allreduce_repeats=args.allreduce_repeats, env_seconds=args.env_seconds,
-                   gpus_per_node=args.gpus_per_node, assumed_gpu_rank_sps=args.assumed_gpu_rank_sps)
+    check_positive(
+        iterations=args.iterations,
+        baseline_iterations=args.baseline_iterations,
+        repeats=args.repeats,
+        num_envs=args.num_envs,
+        allreduce_repeats=args.allreduce_repeats,
+        env_seconds=args.env_seconds,
+        gpus_per_node=args.gpus_per_node,
+        assumed_gpu_rank_sps=args.assumed_gpu_rank_sps,
+    )
     if args.iterations < 2 or args.baseline_iterations < 2:
         fail("--iterations and --baseline-iterations must be at least 2 (the steady SPS leaves out the first)")
     if len(args.bandwidths_gbit) != len(args.latencies_us):
-        fail(f"--bandwidths-gbit has {len(args.bandwidths_gbit)} values and --latencies-us "
-             f"{len(args.latencies_us)}: give one latency per bandwidth")
+        fail(
+            f"--bandwidths-gbit has {len(args.bandwidths_gbit)} values and --latencies-us "
+            f"{len(args.latencies_us)}: give one latency per bandwidth"
+        )
     unknown = [b for b in args.backends if b not in ("sync", "async", "ale", "envpool")]
     if unknown:
         fail(f"unknown backend(s) {', '.join(unknown)}: choose from sync, async, ale, envpool")
@@ -152,16 +161,45 @@ def check_args(args: Args) -> None:
 
 
 def ppo_command(args: Args, backend: str, num_envs: int, iterations: int, runs: str) -> list[str]:
-    return [sys.executable, str(throughput.SCRIPT), "--vector-env", backend, "--num-envs", str(num_envs),
-            "--total-timesteps", str(num_envs * NUM_STEPS * iterations), "--no-progress-bar", "--runs-dir", runs,
-            "--env-id", args.env_id]
+    return [
+        sys.executable,
+        str(throughput.SCRIPT),
+        "--vector-env",
+        backend,
+        "--num-envs",
+        str(num_envs),
+        "--total-timesteps",
+        str(num_envs * NUM_STEPS * iterations),
+        "--no-progress-bar",
+        "--runs-dir",
+        runs,
+        "--env-id",
+        args.env_id,
+    ]
 
 
 def torchrun_command(args: Args, ranks: int, backend: str, runs: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
-            str(throughput.MULTIGPU_SCRIPT), "--num-envs", str(args.num_envs), "--total-timesteps",
-            str(args.num_envs * NUM_STEPS * args.iterations), "--vector-env", backend, "--checkpoint-interval", "0",
-            "--no-progress-bar", "--runs-dir", runs, "--env-id", args.env_id]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={ranks}",
+        str(throughput.MULTIGPU_SCRIPT),
+        "--num-envs",
+        str(args.num_envs),
+        "--total-timesteps",
+        str(args.num_envs * NUM_STEPS * args.iterations),
+        "--vector-env",
+        backend,
+        "--checkpoint-interval",
+        "0",
+        "--no-progress-bar",
+        "--runs-dir",
+        runs,
+        "--env-id",
+        args.env_id,
+    ]
 
 
 def measure(name: str, command: list[str], runs: str, timeout: float, batch: int) -> dict[str, Any]:
@@ -171,8 +209,12 @@ def measure(name: str, command: list[str], runs: str, timeout: float, batch: int
     sps, steady = throughput.logged_sps(runs)
     # as typed in the repository; the runs folder is a temporary one
     shown = " ".join(["python"] + command[1:]).replace(runs, "RUNS").replace(f"{REPO}{os.sep}", "")
-    row: dict[str, Any] = {"config": name, "command": shown, "batch": batch,
-                           **{k: v for k, v in asdict(m).items() if k not in ("output", "returncode")}}
+    row: dict[str, Any] = {
+        "config": name,
+        "command": shown,
+        "batch": batch,
+        **{k: v for k, v in asdict(m).items() if k not in ("output", "returncode")},
+    }
     if sps is None or m.returncode != 0:
         lines = m.output.strip().splitlines()
         row["error"] = f"exit {m.returncode}: " + (lines[-1][:200] if lines else "no output")
@@ -221,8 +263,9 @@ def _allreduce_worker(rank: int, world: int, init_file: str, numel: int, repeats
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world, timeout=timedelta(seconds=120)
+    )
     result = {}
     for name, size in (("gradient", numel), ("one_float", 1)):
         buffer = torch.ones(size, dtype=torch.float32)
@@ -252,8 +295,12 @@ def allreduce_seconds(numel: int, world: int, repeats: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory() as tmp:
         out_file = os.path.join(tmp, "result.json")
-        mp.spawn(seed_claims._allreduce_worker, args=(world, os.path.join(tmp, "init"), numel, repeats, out_file),
-                 nprocs=world, join=True)
+        mp.spawn(
+            seed_claims._allreduce_worker,
+            args=(world, os.path.join(tmp, "init"), numel, repeats, out_file),
+            nprocs=world,
+            join=True,
+        )
         return json.loads(Path(out_file).read_text())
 
 
@@ -273,9 +320,16 @@ def collectives_per_iteration(num_minibatches: int, update_epochs: int) -> tuple
     return minibatches, minibatches + 1
 
 
-def scaling_model(grad_bytes: float, iteration_s: float, nodes: list[int], gpus_per_node: int,
-                  bandwidths_gbit: list[float], latencies_us: list[float], num_minibatches: int = 4,
-                  update_epochs: int = 4) -> list[dict[str, Any]]:
+def scaling_model(
+    grad_bytes: float,
+    iteration_s: float,
+    nodes: list[int],
+    gpus_per_node: int,
+    bandwidths_gbit: list[float],
+    latencies_us: list[float],
+    num_minibatches: int = 4,
+    update_epochs: int = 4,
+) -> list[dict[str, Any]]:
     """Efficiency = compute / (compute + communication) of data-parallel PPO on ``nodes`` x ``gpus_per_node`` ranks,
     per network. Assumes: a flat ring over all ranks ordered by node, so that each node's NIC carries one ring edge
     each way and is the slowest link (NVLink inside a node faster, ignored); no overlap of communication with
@@ -287,11 +341,22 @@ def scaling_model(grad_bytes: float, iteration_s: float, nodes: list[int], gpus_
         bandwidth, latency = gbit * 1e9 / 8, latency_us * 1e-6
         for n in nodes:
             ranks = n * gpus_per_node
-            comm = big * ring_allreduce_seconds(grad_bytes, ranks, bandwidth, latency) + small * 2 * (ranks - 1) * latency
+            comm = (
+                big * ring_allreduce_seconds(grad_bytes, ranks, bandwidth, latency) + small * 2 * (ranks - 1) * latency
+            )
             efficiency = iteration_s / (iteration_s + comm)
-            rows.append({"nodes": n, "ranks": ranks, "bandwidth_gbit": gbit, "latency_us": latency_us,
-                         "compute_s": iteration_s, "comm_s": comm, "efficiency": efficiency,
-                         "speedup": ranks * efficiency})
+            rows.append(
+                {
+                    "nodes": n,
+                    "ranks": ranks,
+                    "bandwidth_gbit": gbit,
+                    "latency_us": latency_us,
+                    "compute_s": iteration_s,
+                    "comm_s": comm,
+                    "efficiency": efficiency,
+                    "speedup": ranks * efficiency,
+                }
+            )
     return rows
 
 
@@ -335,21 +400,36 @@ def learning_claims(args: Args, sps: dict[str, float]) -> dict[str, Any]:
     from benchmark.lab import learning
 
     folder = os.path.join(args.learning_results_dir, args.learning_profile)
-    runs = learning.load_finished(learning.Args("report", results_dir=args.learning_results_dir,
-                                                profile=args.learning_profile)) if os.path.isdir(folder) else []
+    runs = (
+        learning.load_finished(
+            learning.Args("report", results_dir=args.learning_results_dir, profile=args.learning_profile)
+        )
+        if os.path.isdir(folder)
+        else []
+    )
     by_config: dict[str, list] = {}
     for r in runs:
         by_config.setdefault(r.config, []).append(r)
     base = by_config.get(args.baseline_config, [])
-    total = learning.PROFILES[args.learning_profile]["total_timesteps"] if args.learning_profile in \
-        learning.PROFILES else 500_000
+    total = (
+        learning.PROFILES[args.learning_profile]["total_timesteps"]
+        if args.learning_profile in learning.PROFILES
+        else 500_000
+    )
     shown = os.path.relpath(folder, REPO) if Path(folder).resolve().is_relative_to(REPO) else folder
-    out: dict[str, Any] = {"folder": shown, "runs": {k: sorted(r.seed for r in v) for k, v in by_config.items()},
-                           "baseline_config": args.baseline_config, "total_timesteps": total, "sps": sps}
+    out: dict[str, Any] = {
+        "folder": shown,
+        "runs": {k: sorted(r.seed for r in v) for k, v in by_config.items()},
+        "baseline_config": args.baseline_config,
+        "total_timesteps": total,
+        "sps": sps,
+    }
     if sps.get(args.baseline_config):
         out["baseline_hours_per_run"] = total / sps[args.baseline_config] / 3600
-    out["baseline_command"] = (f"python cleanrl/ppo_atari.py --env-id {args.env_id} --num-envs 1 --vector-env sync "
-                               f"--total-timesteps {total} --seed S --exp-name {args.baseline_config}")
+    out["baseline_command"] = (
+        f"python cleanrl/ppo_atari.py --env-id {args.env_id} --num-envs 1 --vector-env sync "
+        f"--total-timesteps {total} --seed S --exp-name {args.baseline_config}"
+    )
 
     def final_mean(r) -> float:  # mean full-game return over the last 100k steps
         return float(r.returns[r.steps > total - learning.WINDOW].mean())
@@ -361,8 +441,12 @@ def learning_claims(args: Args, sps: dict[str, float]) -> dict[str, Any]:
         if len(base) >= 2 and len(others) >= 2:
             sb = float(np.std([final_mean(r) for r in base], ddof=1))
             so = float(np.std([final_mean(r) for r in others], ddof=1))
-            out["spread"][name] = {"baseline_std": sb, "config_std": so, "drop": 1 - so / sb if sb > 0 else None,
-                                   "seeds": [len(base), len(others)]}
+            out["spread"][name] = {
+                "baseline_std": sb,
+                "config_std": so,
+                "drop": 1 - so / sb if sb > 0 else None,
+                "seeds": [len(base), len(others)],
+            }
         if not (sps.get(name) and sps.get(args.baseline_config)):
             out["no_sps"].append(name)  # no idle SPS of this config measured here (e.g. the torchrun runs)
             continue
@@ -371,8 +455,14 @@ def learning_claims(args: Args, sps: dict[str, float]) -> dict[str, Any]:
         steps_base = float(np.mean([steps_to_return(r.steps, r.returns, target) for r in base]))
         steps_other = float(np.mean([steps_to_return(r.steps, r.returns, target) for r in others]))
         t_base, t_other = steps_base / sps[args.baseline_config], steps_other / sps[name]
-        out["speedup"][name] = {"target_return": target, "baseline_steps": steps_base, "config_steps": steps_other,
-                                "baseline_s": t_base, "config_s": t_other, "ratio": t_base / t_other}
+        out["speedup"][name] = {
+            "target_return": target,
+            "baseline_steps": steps_base,
+            "config_steps": steps_other,
+            "baseline_s": t_base,
+            "config_s": t_other,
+            "ratio": t_base / t_other,
+        }
     return out
 
 
@@ -398,14 +488,14 @@ def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
     print(f"machine: {results['machine']}", flush=True)
 
     # does SyncVectorEnv step its envs in parallel? env-only steps/s at 1 env and at num_envs envs
-    results["sync_env_only"] = {str(n): env_only("sync", args.env_id, n, args.env_seconds)
-                                for n in (1, args.num_envs)}
+    results["sync_env_only"] = {str(n): env_only("sync", args.env_id, n, args.env_seconds) for n in (1, args.num_envs)}
     print(f"sync env only: {results['sync_env_only']}", flush=True)
 
     def ppo(backend: str, num_envs: int, iterations: int, label: str) -> dict[str, Any]:
         runs = os.path.join(workdir, re.sub(r"[^A-Za-z0-9]+", "_", label) + f"_{time.monotonic_ns()}")
-        row = measure(label, ppo_command(args, backend, num_envs, iterations, runs), runs, args.timeout,
-                      num_envs * NUM_STEPS)
+        row = measure(
+            label, ppo_command(args, backend, num_envs, iterations, runs), runs, args.timeout, num_envs * NUM_STEPS
+        )
         row.update(backend=backend, num_envs=num_envs)
         print(f"{label}: {fmt_row(row)}", flush=True)
         return row
@@ -430,8 +520,11 @@ def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
                 sweep_rounds[k] = rounds[f"{n} envs, {fastest}"]
                 continue
             sweep_rounds.setdefault(k, []).append(ppo(fastest, n, args.iterations, f"{n} envs, {fastest}"))
-    results["sweep"] = {"backend": fastest, "cores": cores,
-                        "rows": [{**median_rows(rows), "envs_per_core": k} for k, rows in sweep_rounds.items()]}
+    results["sweep"] = {
+        "backend": fastest,
+        "cores": cores,
+        "rows": [{**median_rows(rows), "envs_per_core": k} for k, rows in sweep_rounds.items()],
+    }
 
     # torchrun ranks, same envs in all
     rank_rounds: dict[int, list[dict[str, Any]]] = {}
@@ -439,8 +532,9 @@ def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
         for ranks in args.ranks:
             label = f"torchrun {ranks} rank(s)"
             runs = os.path.join(workdir, f"ranks{ranks}_{time.monotonic_ns()}")
-            row = measure(label, torchrun_command(args, ranks, fastest, runs), runs, args.timeout,
-                          args.num_envs * NUM_STEPS)
+            row = measure(
+                label, torchrun_command(args, ranks, fastest, runs), runs, args.timeout, args.num_envs * NUM_STEPS
+            )
             row.update(ranks=ranks, backend=fastest, local_batch=args.num_envs // ranks * NUM_STEPS)
             print(f"{label}: {fmt_row(row)}", flush=True)
             rank_rounds.setdefault(ranks, []).append(row)
@@ -468,8 +562,17 @@ def model(results: dict[str, Any], args: Args) -> dict[str, Any]:
     compute = {"assumed GPU rank": batch / args.assumed_gpu_rank_sps}
     if one:
         compute = {"measured CPU rank": one["iteration_s"], **compute}
-    rows = {name: scaling_model(results["gradient"]["bytes"], seconds, args.nodes, args.gpus_per_node,
-                                args.bandwidths_gbit, args.latencies_us) for name, seconds in compute.items()}
+    rows = {
+        name: scaling_model(
+            results["gradient"]["bytes"],
+            seconds,
+            args.nodes,
+            args.gpus_per_node,
+            args.bandwidths_gbit,
+            args.latencies_us,
+        )
+        for name, seconds in compute.items()
+    }
     return {"iteration_s": compute, "rows": rows}
 
 
@@ -479,8 +582,10 @@ def model(results: dict[str, Any], args: Args) -> dict[str, Any]:
 def fmt_row(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"failed ({row['error']})"
-    return (f"SPS {row['sps']:,.0f}, steady {throughput.fmt(row.get('steady_sps'))}, CPU {row['tree_busy']:.0%} of "
-            f"the cores (tree), wall {row['wall_s']:.0f} s")
+    return (
+        f"SPS {row['sps']:,.0f}, steady {throughput.fmt(row.get('steady_sps'))}, CPU {row['tree_busy']:.0%} of "
+        f"the cores (tree), wall {row['wall_s']:.0f} s"
+    )
 
 
 def pct(x: Optional[float]) -> str:
@@ -490,7 +595,9 @@ def pct(x: Optional[float]) -> str:
 def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
     """One entry per claim of the write-up: claim, measurement, verdict."""
     m = results["machine"]
-    where = f"{m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}, load average at start {m['load_average_at_start'][0]:.1f}"
+    where = (
+        f"{m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}, load average at start {m['load_average_at_start'][0]:.1f}"
+    )
     base = results["configs"][0]
     parallel = [r for r in results["configs"][1:] if "error" not in r]
     out = []
@@ -501,117 +608,175 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
     base_ok = "error" not in base
     cores = m["cores"]
     if base_ok:
-        add("The single-process loop leaves the CPU under 30% busy.",
+        add(
+            "The single-process loop leaves the CPU under 30% busy.",
             f"`{base['command']}` ({where}): the process tree kept {base['tree_busy']:.0%} of the {cores} cores busy "
             f"({base['tree_busy'] * cores:.2f} cores; 90th percentile of the 0.5 s samples "
             f"{pct(base['tree_busy_p90'])}).",
             ("**holds here**" if base["tree_busy"] < 0.30 else "**does not hold here**")
             + f" ({base['tree_busy']:.0%}). The share depends on the core count: one busy Python thread is "
-              f"{1 / cores:.0%} of this machine, and torch's threads take the other cores during inference and "
-              "the update.")
+            f"{1 / cores:.0%} of this machine, and torch's threads take the other cores during inference and "
+            "the update.",
+        )
     else:
-        add("The single-process loop leaves the CPU under 30% busy.", f"the baseline run failed: {base['error']}",
-            "**not measured** (the run failed)")
+        add(
+            "The single-process loop leaves the CPU under 30% busy.",
+            f"the baseline run failed: {base['error']}",
+            "**not measured** (the run failed)",
+        )
     if base_ok and parallel:
         best = max(parallel, key=throughput.steady)
         ratios = ", ".join(f"{r['config']} {throughput.steady(r) / throughput.steady(base):.1f}x" for r in parallel)
-        add("Parallel sampling trains 3-5x faster (throughput part: steps per second).",
+        add(
+            "Parallel sampling trains 3-5x faster (throughput part: steps per second).",
             f"steady SPS, baseline {throughput.fmt(throughput.steady(base))} vs {ratios} ({where}).",
             f"fastest {best['config']}: {throughput.steady(best) / throughput.steady(base):.1f}x the single-env "
-            "SPS: " + ("**holds here** for throughput" if 3 <= throughput.steady(best) / throughput.steady(base) <= 5
-                       else "**does not hold here** (outside 3-5x)")
-            + ". SPS is not the claim's wall time to the same return (see the learning claim).")
+            "SPS: "
+            + (
+                "**holds here** for throughput"
+                if 3 <= throughput.steady(best) / throughput.steady(base) <= 5
+                else "**does not hold here** (outside 3-5x)"
+            )
+            + ". SPS is not the claim's wall time to the same return (see the learning claim).",
+        )
         busy = ", ".join(f"{r['config']} {r['tree_busy']:.0%}" for r in parallel)
-        add("CPU use rises to over 85% with parallel sampling.",
+        add(
+            "CPU use rises to over 85% with parallel sampling.",
             f"process-tree CPU use per configuration: {busy} (baseline {base['tree_busy']:.0%}; {where}).",
             ("**holds here**" if best["tree_busy"] > 0.85 else "**does not hold here**")
-            + f" for the fastest configuration ({best['config']}: {best['tree_busy']:.0%}).")
+            + f" for the fastest configuration ({best['config']}: {best['tree_busy']:.0%}).",
+        )
     else:
         failed = "; ".join(f"{r['config']}: {r['error']}" for r in results["configs"] if "error" in r)
-        for claim in ("Parallel sampling trains 3-5x faster (throughput part: steps per second).",
-                      "CPU use rises to over 85% with parallel sampling."):
+        for claim in (
+            "Parallel sampling trains 3-5x faster (throughput part: steps per second).",
+            "CPU use rises to over 85% with parallel sampling.",
+        ):
             add(claim, f"runs failed: {failed}", "**not measured** (the runs failed)")
     gpu = [r for r in parallel if r.get("gpu_percent") is not None]
-    add("GPU about 90% busy.",
-        ", ".join(f"{r['config']} {r['gpu_percent']:.0f}%" for r in gpu) if gpu else f"no GPU on this machine ({where}).",
-        ("**holds here**" if max(r["gpu_percent"] for r in gpu) >= 85 else "**does not hold here**") if gpu else
-        "**cannot be measured on this machine**: run `bash benchmark/seed_claims.sh` on a GPU machine (the runner "
-        "samples nvidia-smi).")
+    add(
+        "GPU about 90% busy.",
+        ", ".join(f"{r['config']} {r['gpu_percent']:.0f}%" for r in gpu)
+        if gpu
+        else f"no GPU on this machine ({where}).",
+        ("**holds here**" if max(r["gpu_percent"] for r in gpu) >= 85 else "**does not hold here**")
+        if gpu
+        else "**cannot be measured on this machine**: run `bash benchmark/seed_claims.sh` on a GPU machine (the runner "
+        "samples nvidia-smi).",
+    )
 
     learn = results["learning"]
     hours = learn.get("baseline_hours_per_run")
-    need = (f"single-env baseline learning runs are needed: `{learn['baseline_command']}` (at the measured single-env "
-            f"SPS, {hours:.1f} h per run on this machine), exported as config `{learn['baseline_config']}`"
-            if hours else f"single-env baseline learning runs are needed (`{learn['baseline_command']}`)")
+    need = (
+        f"single-env baseline learning runs are needed: `{learn['baseline_command']}` (at the measured single-env "
+        f"SPS, {hours:.1f} h per run on this machine), exported as config `{learn['baseline_config']}`"
+        if hours
+        else f"single-env baseline learning runs are needed (`{learn['baseline_command']}`)"
+    )
     have = ", ".join(f"{k} (seeds {', '.join(map(str, v))})" for k, v in learn["runs"].items()) or "none"
     if learn["speedup"]:
         base_sps = learn["sps"][learn["baseline_config"]]
         text = "; ".join(
             f"{k}: {v['baseline_steps'] / 1e3:.0f}k steps at {base_sps:.0f} SPS = {v['baseline_s'] / 60:.0f} min vs "
             f"{v['config_steps'] / 1e3:.0f}k at {learn['sps'][k]:.0f} SPS = {v['config_s'] / 60:.0f} min to a "
-            f"trailing mean of {v['target_return']:.1f} = {v['ratio']:.1f}x" for k, v in learn["speedup"].items())
-        skipped = (f" Not compared (no idle SPS of theirs measured here): {', '.join(learn['no_sps'])}."
-                   if learn["no_sps"] else "")
+            f"trailing mean of {v['target_return']:.1f} = {v['ratio']:.1f}x"
+            for k, v in learn["speedup"].items()
+        )
+        skipped = (
+            f" Not compared (no idle SPS of theirs measured here): {', '.join(learn['no_sps'])}."
+            if learn["no_sps"]
+            else ""
+        )
         ok = any(3 <= v["ratio"] <= 5 for v in learn["speedup"].values())
-        add("Parallel sampling trains 3-5x faster (wall time to the same return).",
+        add(
+            "Parallel sampling trains 3-5x faster (wall time to the same return).",
             f"from `{learn['folder']}` (mean over seeds of the steps to the return, from the learning curves; over the "
             f"steady SPS measured above on the idle machine, as the learning runs shared theirs): {text}.{skipped}",
-            "**holds here**" if ok else "**does not hold here**")
+            "**holds here**" if ok else "**does not hold here**",
+        )
     else:
-        add("Parallel sampling trains 3-5x faster (wall time to the same return).",
+        add(
+            "Parallel sampling trains 3-5x faster (wall time to the same return).",
             f"learning exports in `{learn['folder']}`: {have}; no `{learn['baseline_config']}` run.",
-            f"**cannot be measured yet**: {need}.")
+            f"**cannot be measured yet**: {need}.",
+        )
     if learn["spread"]:
-        text = "; ".join(f"{k}: std over seeds of the last-100k mean return {v['config_std']:.2f} vs baseline "
-                         f"{v['baseline_std']:.2f} ({v['seeds'][1]} vs {v['seeds'][0]} seeds), drop {pct(v['drop'])}"
-                         for k, v in learn["spread"].items())
+        text = "; ".join(
+            f"{k}: std over seeds of the last-100k mean return {v['config_std']:.2f} vs baseline "
+            f"{v['baseline_std']:.2f} ({v['seeds'][1]} vs {v['seeds'][0]} seeds), drop {pct(v['drop'])}"
+            for k, v in learn["spread"].items()
+        )
         ok = any(v["drop"] is not None and v["drop"] >= 0.15 for v in learn["spread"].values())
-        add("The standard deviation of the mean reward drops 15-20%.", text + ".",
+        add(
+            "The standard deviation of the mean reward drops 15-20%.",
+            text + ".",
             ("**holds here**" if ok else "**does not hold here**") + " (a std from a handful of seeds is itself "
-            "uncertain by tens of percent: a 15-20% difference needs many seeds)")
+            "uncertain by tens of percent: a 15-20% difference needs many seeds)",
+        )
     else:
-        add("The standard deviation of the mean reward drops 15-20%.",
+        add(
+            "The standard deviation of the mean reward drops 15-20%.",
             f"learning exports in `{learn['folder']}`: {have}.",
             f"**cannot be measured yet**: {need}, at least 2 seeds of it and of the parallel config (the std of a "
-            "few seeds is uncertain by tens of percent; about 10 seeds each to resolve 15-20%).")
+            "few seeds is uncertain by tens of percent; about 10 seeds each to resolve 15-20%).",
+        )
 
     ranks = {r["ranks"]: r for r in results["ranks"] if "error" not in r}
     if 1 in ranks and len(ranks) > 1:
         n = max(ranks)
         ratio = throughput.steady(ranks[n]) / throughput.steady(ranks[1])
-        add("Throughput grows near-linearly with ranks.",
+        add(
+            "Throughput grows near-linearly with ranks.",
             f"`{ranks[n]['command']}` vs 1 rank, {args.num_envs} envs in all ({where}): steady SPS "
             f"{throughput.fmt(throughput.steady(ranks[1]))} vs {throughput.fmt(throughput.steady(ranks[n]))} = "
             f"{ratio:.2f}x; CPU use {ranks[1]['tree_busy']:.0%} vs {ranks[n]['tree_busy']:.0%}.",
             ("**holds here**" if ratio >= 0.9 * n else "**does not hold here**")
             + f" ({ratio / n:.0%} of linear). On one CPU machine the ranks share the same cores: linear scaling "
-              "needs a device (or cores) per rank.")
+            "needs a device (or cores) per rank.",
+        )
     else:
         failed = "; ".join(f"{r['config']}: {r.get('error')}" for r in results["ranks"] if "error" in r)
-        add("Throughput grows near-linearly with ranks.", f"needs 1 rank and more: {failed or 'not run'}",
-            "**not measured**")
+        add(
+            "Throughput grows near-linearly with ranks.",
+            f"needs 1 rank and more: {failed or 'not run'}",
+            "**not measured**",
+        )
     mod = results["model"]
     grad = results["gradient"]
     lines = []
     for name, rows in mod["rows"].items():
-        lines.append(f"{name} ({mod['iteration_s'][name]:.3f} s per iteration): " + "; ".join(
-            f"{r['nodes']} nodes x {args.gpus_per_node} at {r['bandwidth_gbit']:g} Gbit/s {r['efficiency']:.0%} "
-            f"({r['speedup']:.0f}x)" for r in rows))
-    measured = "; ".join(f"{w} ranks {v['gradient'] * 1e3:.2f} ms ({v['bus_gbit']:.1f} Gbit/s effective ring "
-                         f"bandwidth), one float {v['one_float'] * 1e6:.0f} us ({v['latency_us']:.0f} us per ring step)"
-                         for w, v in grad["allreduce"].items())
+        lines.append(
+            f"{name} ({mod['iteration_s'][name]:.3f} s per iteration): "
+            + "; ".join(
+                f"{r['nodes']} nodes x {args.gpus_per_node} at {r['bandwidth_gbit']:g} Gbit/s {r['efficiency']:.0%} "
+                f"({r['speedup']:.0f}x)"
+                for r in rows
+            )
+        )
+    measured = "; ".join(
+        f"{w} ranks {v['gradient'] * 1e3:.2f} ms ({v['bus_gbit']:.1f} Gbit/s effective ring "
+        f"bandwidth), one float {v['one_float'] * 1e6:.0f} us ({v['latency_us']:.0f} us per ring step)"
+        for w, v in grad["allreduce"].items()
+    )
     gpu_rows = mod["rows"].get("assumed GPU rank", [])
     at32 = [r for r in gpu_rows if r["ranks"] == 32]
-    add("4 nodes x 8 GPUs = 32x one GPU; near-linear to hundreds of nodes.",
+    add(
+        "4 nodes x 8 GPUs = 32x one GPU; near-linear to hundreds of nodes.",
         f"gradient {grad['numel']:,} float32 = {grad['bytes'] / 2**20:.2f} MiB; gloo loopback all-reduce: {measured}. "
         f"Model (ring, no overlap, {collectives_per_iteration(4, 4)[0]} gradient all-reduces per iteration): "
         + " | ".join(lines),
         "**cannot be measured on this machine** (one machine, no GPU); the model: "
-        + ("4 nodes x 8 assumed GPU ranks give " + ", ".join(
-            f"{r['speedup']:.0f}x at {r['bandwidth_gbit']:g} Gbit/s" for r in at32) + " (32x would need 100% "
-           "efficiency); " if at32 else "")
+        + (
+            "4 nodes x 8 assumed GPU ranks give "
+            + ", ".join(f"{r['speedup']:.0f}x at {r['bandwidth_gbit']:g} Gbit/s" for r in at32)
+            + " (32x would need 100% "
+            "efficiency); "
+            if at32
+            else ""
+        )
         + "efficiency falls with more nodes as the latency term 2(N-1)α grows. Measuring it needs a multi-node "
-          "GPU cluster (benchmark/slurm_multinode.template).")
+        "GPU cluster (benchmark/slurm_multinode.template).",
+    )
 
     sweep = [r for r in results["sweep"]["rows"] if "error" not in r]
     if sweep:
@@ -620,11 +785,13 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
         best_in = max(in_range, key=throughput.steady) if in_range else None
         figures = ", ".join(f"{r['envs_per_core']}x: {throughput.fmt(throughput.steady(r))}" for r in sweep)
         ok = best_in is not None and throughput.steady(best_in) >= 0.95 * throughput.steady(best)
-        add("`local_num_envs` is best at 2-4x the CPU cores.",
+        add(
+            "`local_num_envs` is best at 2-4x the CPU cores.",
             f"steady SPS of ppo_atari.py on {results['sweep']['backend']} by envs per core ({results['sweep']['cores']} "
             f"cores): {figures} ({where}).",
             ("**holds here**" if ok else "**does not hold here**" if in_range else "**not measured** (no 2-4x point)")
-            + f": best at {best['envs_per_core']}x (criterion: the best of 2-4x within 5% of the best).")
+            + f": best at {best['envs_per_core']}x (criterion: the best of 2-4x within 5% of the best).",
+        )
     else:
         add("`local_num_envs` is best at 2-4x the CPU cores.", "every run of the sweep failed", "**not measured**")
     return out
@@ -649,9 +816,9 @@ def seed_errors(results: dict[str, Any]) -> list[str]:
         "The write-up's loop unpacks `obs, rewards, dones, infos = vector_env.step(...)` and `observations = "
         "vector_env.reset()`: gymnasium 1.x returns five values from `step` (terminations and truncations apart) and "
         "`(obs, infos)` from `reset`.",
-        f"Its cluster example submits `--instance-type c5.12xlarge` for \"4 nodes x 8 GPUs\": a c5.12xlarge has "
+        f'Its cluster example submits `--instance-type c5.12xlarge` for "4 nodes x 8 GPUs": a c5.12xlarge has '
         f"{vcpus} vCPUs and {gpus} GPUs (cleanrl_utils/launch/submit_exp.py's table).",
-        "Its \"exponential\" speed-up: data-parallel sampling and training scale at best linearly in the "
+        'Its "exponential" speed-up: data-parallel sampling and training scale at best linearly in the '
         "workers, less the communication (see the model).",
     ]
 
@@ -681,40 +848,54 @@ def render(results: dict[str, Any], args: Args, json_name: str, png_name: Option
         "",
     ]
     if args.quick:
-        lines += ["**Smoke run (`--quick`): 2 iterations per run; the figures show the tool works, they measure "
-                  "nothing.**", ""]
-    lines += ["CPU use: the CPU time of the script's whole process tree (env processes, torchrun ranks) over its "
-              "wall time and the usable cores, sampled every 0.5 s. Steady SPS: steps/s after the first iteration.",
-              "", "| configuration | SPS | steady SPS | CPU use (tree) | machine CPU % | peak RSS MiB | command |",
-              "|---|---|---|---|---|---|---|"]
+        lines += [
+            "**Smoke run (`--quick`): 2 iterations per run; the figures show the tool works, they measure nothing.**",
+            "",
+        ]
+    lines += [
+        "CPU use: the CPU time of the script's whole process tree (env processes, torchrun ranks) over its "
+        "wall time and the usable cores, sampled every 0.5 s. Steady SPS: steps/s after the first iteration.",
+        "",
+        "| configuration | SPS | steady SPS | CPU use (tree) | machine CPU % | peak RSS MiB | command |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results["configs"] + results["sweep"]["rows"] + results["ranks"]:
         if "error" in r:
             lines.append(f"| {r['config']} | failed: {r['error']} | | | | | `{r['command']}` |")
         else:
-            lines.append(f"| {r['config']} | {throughput.fmt(r['sps'])} | {throughput.fmt(r.get('steady_sps'))} | "
-                         f"{r['tree_busy']:.0%} | {throughput.fmt(r['machine_cpu_percent'])} | "
-                         f"{throughput.fmt(r['peak_rss_mib'])} | `{r['command']}` |")
+            lines.append(
+                f"| {r['config']} | {throughput.fmt(r['sps'])} | {throughput.fmt(r.get('steady_sps'))} | "
+                f"{r['tree_busy']:.0%} | {throughput.fmt(r['machine_cpu_percent'])} | "
+                f"{throughput.fmt(r['peak_rss_mib'])} | `{r['command']}` |"
+            )
     lines += ["", "### Verdicts", ""]
     for c in results["claims"]:
         lines += [f"- **Claim:** {c['claim']}", f"  - Measurement: {c['measurement']}", f"  - Verdict: {c['verdict']}"]
     lines += ["", "### Where the write-up is wrong on facts", ""] + [f"- {e}" for e in results["seed_errors"]]
-    lines += ["", "### The scaling model and what it assumes", "",
-              "Ring all-reduce time = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency per gradient all-reduce, "
-              f"{collectives_per_iteration(4, 4)[0]} per iteration (4 minibatches x 4 epochs) plus "
-              f"{collectives_per_iteration(4, 4)[1]} small collectives (latency only); efficiency = compute / "
-              "(compute + communication); speed-up = ranks x efficiency. Assumes: a flat ring, ranks ordered by node "
-              "so each NIC carries one edge each way and is the slowest link; no overlap of communication with "
-              "compute; every rank as fast as the measured one and with enough CPU cores for its envs; weak scaling "
-              "(the global batch grows with the ranks, so the same return is not reached N times sooner). "
-              f"The GPU rank's {args.assumed_gpu_rank_sps:,.0f} SPS is ASSUMED (the project's GPU target), not "
-              "measured.", "",
-              "| compute | nodes x GPUs | Gbit/s | latency us | compute s | comm s | efficiency | speed-up |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "### The scaling model and what it assumes",
+        "",
+        "Ring all-reduce time = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency per gradient all-reduce, "
+        f"{collectives_per_iteration(4, 4)[0]} per iteration (4 minibatches x 4 epochs) plus "
+        f"{collectives_per_iteration(4, 4)[1]} small collectives (latency only); efficiency = compute / "
+        "(compute + communication); speed-up = ranks x efficiency. Assumes: a flat ring, ranks ordered by node "
+        "so each NIC carries one edge each way and is the slowest link; no overlap of communication with "
+        "compute; every rank as fast as the measured one and with enough CPU cores for its envs; weak scaling "
+        "(the global batch grows with the ranks, so the same return is not reached N times sooner). "
+        f"The GPU rank's {args.assumed_gpu_rank_sps:,.0f} SPS is ASSUMED (the project's GPU target), not "
+        "measured.",
+        "",
+        "| compute | nodes x GPUs | Gbit/s | latency us | compute s | comm s | efficiency | speed-up |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, rows in results["model"]["rows"].items():
         for r in rows:
-            lines.append(f"| {name} | {r['nodes']} x {args.gpus_per_node} | {r['bandwidth_gbit']:g} | "
-                         f"{r['latency_us']:g} | {r['compute_s']:.3f} | {r['comm_s']:.3f} | {r['efficiency']:.0%} | "
-                         f"{r['speedup']:.1f}x |")
+            lines.append(
+                f"| {name} | {r['nodes']} x {args.gpus_per_node} | {r['bandwidth_gbit']:g} | "
+                f"{r['latency_us']:g} | {r['compute_s']:.3f} | {r['comm_s']:.3f} | {r['efficiency']:.0%} | "
+                f"{r['speedup']:.1f}x |"
+            )
     if png_name:
         lines += ["", f"![CPU use and SPS per configuration, the envs-per-core sweep, the model]({png_name})"]
     return "\n".join(lines)
@@ -751,8 +932,13 @@ def plot(results: dict[str, Any], path: Path) -> bool:
     for name, model_rows in results["model"]["rows"].items():
         for gbit in sorted({r["bandwidth_gbit"] for r in model_rows}):
             sel = [r for r in model_rows if r["bandwidth_gbit"] == gbit]
-            ax3.plot([r["ranks"] for r in sel], [r["efficiency"] for r in sel], marker="o",
-                     ls="-" if name.startswith("measured") else "--", label=f"{name}, {gbit:g} Gbit/s")
+            ax3.plot(
+                [r["ranks"] for r in sel],
+                [r["efficiency"] for r in sel],
+                marker="o",
+                ls="-" if name.startswith("measured") else "--",
+                label=f"{name}, {gbit:g} Gbit/s",
+            )
     ax3.set_xscale("log", base=2)
     ranks = sorted({r["ranks"] for rows in results["model"]["rows"].values() for r in rows})
     ax3.set_xticks(ranks, [str(r) for r in ranks])
@@ -776,8 +962,11 @@ def main(args: Args) -> None:
     start = time.perf_counter()
     gpus = visible_gpus()  # asked in a child process: the runs get the GPUs without a context of this process
     gpu = gpus[0].name if gpus else None
-    tag = args.tag or ((re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-") + "_" if gpu else "")
-                       + f"cpu{usable_cores()}" + ("_quick" if args.quick else ""))
+    tag = args.tag or (
+        (re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-") + "_" if gpu else "")
+        + f"cpu{usable_cores()}"
+        + ("_quick" if args.quick else "")
+    )
     results_dir = Path(args.results_dir) if os.path.isabs(args.results_dir) else REPO / args.results_dir
     if args.report_path is None:
         args.report_path = os.path.join(args.results_dir, f"seed_claims_{tag}.md") if args.quick else "docs/results.md"
@@ -806,9 +995,13 @@ def main(args: Args) -> None:
     finally:
         if not args.runs_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    results.update(tag=tag, quick=args.quick, load_average_at_end=os.getloadavg(),
-                   duration_s=time.perf_counter() - start,
-                   finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    results.update(
+        tag=tag,
+        quick=args.quick,
+        load_average_at_end=os.getloadavg(),
+        duration_s=time.perf_counter() - start,
+        finished=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
     publish(results, args, results_dir, report_path)
 
 
@@ -821,20 +1014,28 @@ def publish(results: dict[str, Any], args: Args, results_dir: Path, report_path:
     png_path = results_dir / f"seed_claims_{results['tag']}.png"
     drawn = plot(results, png_path)
     rel = os.path.relpath
-    body = render(results, args, rel(json_path, report_path.parent), rel(png_path, report_path.parent) if drawn else None)
+    body = render(
+        results, args, rel(json_path, report_path.parent), rel(png_path, report_path.parent) if drawn else None
+    )
     report_path.write_text(replace_section(report_path.read_text() if report_path.exists() else "", body))
     for c in results["claims"]:
         print(f"claim: {c['claim']}\n  measured: {c['measurement']}\n  verdict: {c['verdict']}", flush=True)
-    print(f"wrote {report_path} (seed-claims section), {json_path}" + (f", {png_path}" if drawn else "")
-          + (f" in {results['duration_s']:.0f} s" if not args.report_only else " (report only)"), flush=True)
+    print(
+        f"wrote {report_path} (seed-claims section), {json_path}"
+        + (f", {png_path}" if drawn else "")
+        + (f" in {results['duration_s']:.0f} s" if not args.report_only else " (report only)"),
+        flush=True,
+    )
 
 
 def report_only(args: Args, tag: str, results_dir: Path, report_path: Path) -> None:
     """The report of the last measurement, with the learning claims re-read from the current learning exports."""
     path = results_dir / f"seed_claims_{tag}.json"
     if not path.exists():
-        fail(f"--report-only needs a measurement: {path} does not exist; run `bash benchmark/seed_claims.sh` first "
-             "(or pass the --tag of an existing one)")
+        fail(
+            f"--report-only needs a measurement: {path} does not exist; run `bash benchmark/seed_claims.sh` first "
+            "(or pass the --tag of an existing one)"
+        )
     results = json.loads(path.read_text())
     measured = Args(**{k: v for k, v in results["args"].items() if k in Args.__dataclass_fields__})
     # what was measured keeps its own settings; where the learning exports are is this call's

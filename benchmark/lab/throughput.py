@@ -137,10 +137,18 @@ def machine() -> dict[str, Any]:
 
 def instruction_set() -> str:
     """The CPU's vector instruction set as torch dispatches to it, and whether it has native bfloat16 (--bf16)."""
-    native = [name for name, has in (("AMX", torch.cpu._is_amx_tile_supported()),
-                                     ("AVX512-BF16", torch.cpu._is_avx512_bf16_supported())) if has]
-    return (f"{torch.backends.cpu.get_cpu_capability()}; native bfloat16: "
-            f"{', '.join(native) if native else 'none (--bf16 is emulated here)'}")
+    native = [
+        name
+        for name, has in (
+            ("AMX", torch.cpu._is_amx_tile_supported()),
+            ("AVX512-BF16", torch.cpu._is_avx512_bf16_supported()),
+        )
+        if has
+    ]
+    return (
+        f"{torch.backends.cpu.get_cpu_capability()}; native bfloat16: "
+        f"{', '.join(native) if native else 'none (--bf16 is emulated here)'}"
+    )
 
 
 def timed_rate(fn: Callable[[], int], seconds: float, warmup: float = 0.5) -> float:
@@ -241,17 +249,20 @@ def in_memory_format(agent: torch.nn.Module, memory_format: torch.memory_format)
     return agent
 
 
-def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
-                  close: Optional[contextlib.ExitStack] = None,
-                  ) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
+def network_forms(
+    num_envs: int, try_compile: bool, only: Sequence[str] = (), close: Optional[contextlib.ExitStack] = None
+) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
     """(name, inference step, training step, seconds of the first calls) per form (``only`` these, if given);
     failed forms as errors. The sliced form (for comparison: the scripts infer the whole batch) ends its worker
     threads with ``close``."""
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False),
-             (BF16_FORM, torch.channels_last, False)]
+    specs = [
+        ("default", torch.contiguous_format, False),
+        ("channels_last", torch.channels_last, False),
+        (BF16_FORM, torch.channels_last, False),
+    ]
     if try_compile:
         specs += [("channels_last+compile", torch.channels_last, True)]
     slices = inference_slices(num_envs, plan_threads(num_envs).cores) if device.type == "cpu" else 1
@@ -274,6 +285,7 @@ def network_forms(num_envs: int, try_compile: bool, only: Sequence[str] = (),
         # as the scripts compile it: one graph per batch shape
         forward = torch.compile(agent.get_action_and_value, dynamic=False) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)  # as in the script
+
         # every form gets the frames as the script's rollout and minibatches feed them, plain NCHW uint8: the
         # conversion to the form's float layout is part of each form's forward, as it is of the script's
         def infer(forward=forward) -> int:  # as in the rollout: frames up, actions back
@@ -316,8 +328,9 @@ def form_threads(name: str, cores: int) -> list[int]:
     return [cores] if name == SLICED_FORM else sorted({1, cores})
 
 
-def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int = 3,
-                  only: Sequence[str] = ()) -> list[dict[str, Any]]:
+def network_rates(
+    num_envs: int, seconds: float, try_compile: bool, rounds: int = 3, only: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Inference and training samples/s of the Nature CNN per form (layout, compile, slices) and torch thread count
     (the sliced form: cores, its slices on one torch thread each; its training is ``channels_last``'s, the whole
     batch, so it is not timed twice: a second draw of the same rate would only bias the fastest upwards).
@@ -347,9 +360,15 @@ def network_rates(num_envs: int, seconds: float, try_compile: bool, rounds: int 
             continue
         for threads in form_threads(name, cores):
             inference, training = done[(name, threads)]
-            rows.append({"form": name, "threads": threads, "inference": inference,
-                         "training": None if name == SLICED_FORM else training,
-                         "warmup_s": first})
+            rows.append(
+                {
+                    "form": name,
+                    "threads": threads,
+                    "inference": inference,
+                    "training": None if name == SLICED_FORM else training,
+                    "warmup_s": first,
+                }
+            )
     return rows
 
 
@@ -411,8 +430,9 @@ def logged_steady_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]
     return _phase_sums(runs_dir, 1)
 
 
-def measured_run(command: list[str], workdir: str, timeout: float = 300,
-                 env: Optional[dict[str, str]] = None) -> tuple[str, Any]:
+def measured_run(
+    command: list[str], workdir: str, timeout: float = 300, env: Optional[dict[str, str]] = None
+) -> tuple[str, Any]:
     """Output and measurements of one run (a failed run's output is printed)."""
     m = run_measured(command, workdir, timeout=timeout, env=env)
     if m.returncode != 0:
@@ -429,10 +449,13 @@ def bounds_of(physical: float, network: list[dict[str, Any]], epochs: int) -> di
     compute = 1 / (1 / best_inf["inference"] + epochs / best_train["training"])
     return {
         "physical": physical,
-        "inference": best_inf["inference"], "inference_form": f"{best_inf['form']}, {threads_text(best_inf)}",
-        "training": best_train["training"], "training_form": f"{best_train['form']}, {threads_text(best_train)}",
+        "inference": best_inf["inference"],
+        "inference_form": f"{best_inf['form']}, {threads_text(best_inf)}",
+        "training": best_train["training"],
+        "training_form": f"{best_train['form']}, {threads_text(best_train)}",
         "forms": sorted({best_inf["form"], best_train["form"]}),
-        "compute": compute, "combined": 1 / (1 / physical + 1 / compute),
+        "compute": compute,
+        "combined": 1 / (1 / physical + 1 / compute),
     }
 
 
@@ -467,8 +490,9 @@ def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[
         row = end_to_end(backend, args, workdir, label=f"repeat {k + 1}")
         row["configuration"] = backend
         bounds.append(bounds_now(args, forms, cores))
-        print(f"repeat {row} between bounds {bounds[-2]['combined']:,.0f} and {bounds[-1]['combined']:,.0f}",
-              flush=True)
+        print(
+            f"repeat {row} between bounds {bounds[-2]['combined']:,.0f} and {bounds[-1]['combined']:,.0f}", flush=True
+        )
         if "sps" not in row:
             rows.append(row)
             continue
@@ -489,17 +513,37 @@ def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[
     return rows
 
 
-def end_to_end(backend: str, args: Args, workdir: str, extra: tuple[str, ...] = (), label: str = "",
-               extra_env: Optional[dict[str, str]] = None, attempt: int = 1) -> dict[str, Any]:
+def end_to_end(
+    backend: str,
+    args: Args,
+    workdir: str,
+    extra: tuple[str, ...] = (),
+    label: str = "",
+    extra_env: Optional[dict[str, str]] = None,
+    attempt: int = 1,
+) -> dict[str, Any]:
     """One run of the script; ``extra`` flags go to it and ``extra_env`` to its environment; they and ``label``
     (e.g. "loaded") are appended to the row's name. Runs of the same name need each their ``attempt``."""
     steps = args.e2e_iterations * args.num_envs * 128
     settings = [f"{key}={value}" for key, value in (extra_env or {}).items()]
     name = " ".join(filter(None, [backend, *extra, *settings, label]))
     runs = os.path.join(workdir, "runs_" + re.sub(r"[^A-Za-z0-9]+", "_", name) + f"_{attempt}")
-    command = [sys.executable, str(SCRIPT), "--vector-env", backend, "--num-envs", str(args.num_envs),
-               "--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs,
-               "--env-id", args.env_id, *extra]
+    command = [
+        sys.executable,
+        str(SCRIPT),
+        "--vector-env",
+        backend,
+        "--num-envs",
+        str(args.num_envs),
+        "--total-timesteps",
+        str(steps),
+        "--no-progress-bar",
+        "--runs-dir",
+        runs,
+        "--env-id",
+        args.env_id,
+        *extra,
+    ]
     out, m = measured_run(command, workdir, 300 if not label else 900, extra_env)
     row: dict[str, Any] = {"backend": name, "wall_s": m.wall_s, "steps": steps}
     sps, steady_sps = logged_sps(runs)
@@ -601,12 +645,33 @@ def mean_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
     steps = args.e2e_iterations * args.num_envs * 128
     runs = os.path.join(workdir, f"runs_multigpu_{ranks}")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
-               str(MULTIGPU_SCRIPT), "--num-envs", str(args.num_envs), "--total-timesteps", str(steps),
-               "--no-progress-bar", "--runs-dir", runs, "--env-id", args.env_id, "--vector-env", backend]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={ranks}",
+        str(MULTIGPU_SCRIPT),
+        "--num-envs",
+        str(args.num_envs),
+        "--total-timesteps",
+        str(steps),
+        "--no-progress-bar",
+        "--runs-dir",
+        runs,
+        "--env-id",
+        args.env_id,
+        "--vector-env",
+        backend,
+    ]
     out, m = measured_run(command, workdir)
-    row: dict[str, Any] = {"ranks": ranks, "backend": backend, "wall_s": m.wall_s, "gpu_percent": m.gpu_percent,
-                           "cpu_percent": m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan")}
+    row: dict[str, Any] = {
+        "ranks": ranks,
+        "backend": backend,
+        "wall_s": m.wall_s,
+        "gpu_percent": m.gpu_percent,
+        "cpu_percent": m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan"),
+    }
     sps, steady = logged_sps(runs)
     if sps is not None:
         row["sps"], row["steady_sps"] = sps, steady
@@ -636,8 +701,9 @@ def repeated_backend(results: dict[str, Any], num_envs: int) -> Optional[str]:
     backends differ end to end by their env phase, and one end-to-end row each moves with the machine's drift: in one
     report the Python backends' rows came out ahead of the native ones, whose env-only rates were 1.3-1.6x theirs."""
     ran = {r["backend"] for r in results["e2e"] if "sps" in r and " " not in r["backend"]}
-    env_only = {b: rates[str(num_envs)] for b, rates in results.get("env", {}).items()
-                if b in ran and rates.get(str(num_envs))}
+    env_only = {
+        b: rates[str(num_envs)] for b, rates in results.get("env", {}).items() if b in ran and rates.get(str(num_envs))
+    }
     if env_only:
         return max(env_only, key=env_only.get)
     plain = fastest_plain(results["e2e"])
@@ -712,17 +778,25 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
         if "error" in row:
             lines.append(f"| {row['form']} | - | failed: {row['error']} | | |")
         else:
-            lines.append(f"| {row['form']} | {threads_text(row)} | {fmt(row['inference'])} | {fmt(row['training'])} "
-                         f"| {row['warmup_s']:.1f} |")
+            lines.append(
+                f"| {row['form']} | {threads_text(row)} | {fmt(row['inference'])} | {fmt(row['training'])} "
+                f"| {row['warmup_s']:.1f} |"
+            )
     b = results["bounds"]
     form, threads = script_form(args.num_envs, results["machine"]["cores"])
-    lines += ["", f"The scripts' form on CPU: {form} (eager), the whole batch on {threads} torch thread(s), all the "
-              "cores the process may use, with sleeping OpenMP workers (`OMP_WAIT_POLICY=PASSIVE`) and glibc keeping "
-              "freed memory, as every form here."]
+    lines += [
+        "",
+        f"The scripts' form on CPU: {form} (eager), the whole batch on {threads} torch thread(s), all the "
+        "cores the process may use, with sleeping OpenMP workers (`OMP_WAIT_POLICY=PASSIVE`) and glibc keeping "
+        "freed memory, as every form here.",
+    ]
     if any(row["form"] == SLICED_FORM for row in results["network"]):
-        lines += ["", f"{SLICED_FORM}, for comparison (the scripts do not use it): the batch in slices of at least 4 "
-                  "frames, one per core, each on one torch thread (`benchmark/lab/sliced.py`); it trains as "
-                  "channels_last does (the whole minibatch), which is not timed twice."]
+        lines += [
+            "",
+            f"{SLICED_FORM}, for comparison (the scripts do not use it): the batch in slices of at least 4 "
+            "frames, one per core, each on one torch thread (`benchmark/lab/sliced.py`); it trains as "
+            "channels_last does (the whole minibatch), which is not timed twice.",
+        ]
     lines += [
         "",
         f"Fastest: inference {fmt(b['inference'])} samples/s ({b['inference_form']}), training "
@@ -775,12 +849,15 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
                 lines.append(f"| {k} | failed: {row.get('error', '')} | | | | | | |")
                 continue
             loop, alone = row["loop_ms"], row["alone_ms"]
-            phases = " | ".join(f"{loop[p]:.3f} / {alone[p]:.3f} ({loop[p] / alone[p]:.2f}x)"
-                                for p in ("env", "inference", "learn"))
+            phases = " | ".join(
+                f"{loop[p]:.3f} / {alone[p]:.3f} ({loop[p] / alone[p]:.2f}x)" for p in ("env", "inference", "learn")
+            )
             own = alone.get("inference_script_form")
             own_text = f"{own:.3f} (loop: {loop['inference'] / own:.2f}x)" if own else "-"
-            lines.append(f"| {k} | {fmt(row['bounds'][0])} / {fmt(row['bounds'][1])} | {fmt(steady(row))} "
-                         f"| {100 * steady(row) / row['bound']:.0f}% | {phases} | {own_text} |")
+            lines.append(
+                f"| {k} | {fmt(row['bounds'][0])} / {fmt(row['bounds'][1])} | {fmt(steady(row))} "
+                f"| {100 * steady(row) / row['bound']:.0f}% | {phases} | {own_text} |"
+            )
     pair = results.get("bf16", [])
     if pair:
         lines += [
@@ -799,19 +876,26 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             if "sps" not in row:
                 lines.append(f"| {row['variant']} | failed: {row.get('error', '')} | | | | |")
                 continue
-            lines.append(f"| {row['variant']} | {' / '.join(fmt(v) for v in row['steady_runs'])} "
-                         f"| {fmt(row['steady_sps'])} | {row['steady_sps'] / base['steady_sps']:.2f}x "
-                         f"| {row['learn_s_per_iteration']:.2f} "
-                         f"| {base['learn_s_per_iteration'] / row['learn_s_per_iteration']:.2f}x faster |")
+            lines.append(
+                f"| {row['variant']} | {' / '.join(fmt(v) for v in row['steady_runs'])} "
+                f"| {fmt(row['steady_sps'])} | {row['steady_sps'] / base['steady_sps']:.2f}x "
+                f"| {row['learn_s_per_iteration']:.2f} "
+                f"| {base['learn_s_per_iteration'] / row['learn_s_per_iteration']:.2f}x faster |"
+            )
     lines += ["", "## torchrun ranks: `ppo_atari_multigpu.py`", ""]
     if results["multigpu"]:
-        lines += [f"{args.num_envs} envs in all (split over the ranks), same batch; the repeated runs' backend.", "",
-                  "| ranks | backend | SPS (all ranks) | steady SPS | CPU % | GPU % (all visible) | wall s |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"{args.num_envs} envs in all (split over the ranks), same batch; the repeated runs' backend.",
+            "",
+            "| ranks | backend | SPS (all ranks) | steady SPS | CPU % | GPU % (all visible) | wall s |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for row in results["multigpu"]:
             sps = fmt(row.get("sps")) if "sps" in row else "failed: " + row["error"]
-            lines.append(f"| {row['ranks']} | {row['backend']} | {sps} | {fmt(row.get('steady_sps'))} "
-                         f"| {fmt(row['cpu_percent'])} | {fmt(row.get('gpu_percent'))} | {row['wall_s']:.0f} |")
+            lines.append(
+                f"| {row['ranks']} | {row['backend']} | {sps} | {fmt(row.get('steady_sps'))} "
+                f"| {fmt(row['cpu_percent'])} | {fmt(row.get('gpu_percent'))} | {row['wall_s']:.0f} |"
+            )
     else:
         lines.append("Not measured (`cleanrl/ppo_atari_multigpu.py` missing or `--no-multigpu`).")
     lines += ["", "## Targets (ratios within this run)", "", "| target | measured | verdict |", "|---|---|---|"]
@@ -856,8 +940,12 @@ def plot(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -> None:
     ax1.set_xlabel("agent steps/s (end to end)")
     ax1.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False)
     left = np.zeros(len(rows))
-    for key, color in (("env", "tab:green"), ("inference", "tab:orange"), ("learn", "tab:purple"),
-                       ("other", "tab:gray")):
+    for key, color in (
+        ("env", "tab:green"),
+        ("inference", "tab:orange"),
+        ("learn", "tab:purple"),
+        ("other", "tab:gray"),
+    ):
         share = np.array([r[key] / r["seconds"] for r in rows])
         ax2.barh(names, share, left=left, color=color, label=key)
         left += share
@@ -880,19 +968,31 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
         if "preprocessed_per_thread" in results["physical"]:
             share = preprocessing_share(results["physical"])
             measured += f" (one preprocessing thread alone: {share:.0%} of raw emulation)"
-        out.append((f"env only, best backend at 16 envs >= {TARGET:.0%} of the physical bound", measured,
-                    at16[best] >= TARGET * phys))
+        out.append(
+            (
+                f"env only, best backend at 16 envs >= {TARGET:.0%} of the physical bound",
+                measured,
+                at16[best] >= TARGET * phys,
+            )
+        )
         if "sync" in at16:
-            out.append(("env only, best backend at 16 envs >= 2x sync", f"{at16[best] / at16['sync']:.1f}x",
-                        at16[best] >= 2 * at16["sync"]))
+            out.append(
+                (
+                    "env only, best backend at 16 envs >= 2x sync",
+                    f"{at16[best] / at16['sync']:.1f}x",
+                    at16[best] >= 2 * at16["sync"],
+                )
+            )
     rows = [r for r in results["e2e"] if "sps" in r]
     if rows:
         best = max(rows, key=steady)
         combined = results["bounds"]["combined"]
 
         def single(row: dict[str, Any]) -> str:
-            return (f"steady {steady(row):,.0f} = {steady(row) / combined:.0%} of {combined:,.0f} (with the start: "
-                    f"{row['sps']:,.0f} = {row['sps'] / combined:.0%})")
+            return (
+                f"steady {steady(row):,.0f} = {steady(row) / combined:.0%} of {combined:,.0f} (with the start: "
+                f"{row['sps']:,.0f} = {row['sps'] / combined:.0%})"
+            )
 
         repeats = [r for r in results.get("repeats", []) if "bound" in r]
         if repeats:  # the verdict: runs judged against the machine of their own minutes
@@ -900,26 +1000,40 @@ def targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optiona
             median = float(np.median(ratios))
             config = repeats[0]["configuration"]
             first = next((r for r in rows if r["backend"] == config), None)
-            measured = (f"{config}: median of {len(ratios)} runs, each against the bound measured around it: "
-                        f"**{median:.0%}** ({', '.join(f'{x:.0%}' for x in ratios)})")
+            measured = (
+                f"{config}: median of {len(ratios)} runs, each against the bound measured around it: "
+                f"**{median:.0%}** ({', '.join(f'{x:.0%}' for x in ratios)})"
+            )
             if first:
                 measured += f"; its row in the table above: {single(first)}"
-            out.append((f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound", measured,
-                        median >= TARGET))
+            out.append(
+                (f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound", measured, median >= TARGET)
+            )
             ceiling = reachable(results, args, config)
             if ceiling:
                 out.append(("end to end, for comparison: every part of the loop at its speed alone", ceiling, None))
         else:
-            out.append((f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound",
-                        f"{best['backend']}: {single(best)}", steady(best) >= TARGET * combined))
+            out.append(
+                (
+                    f"end to end, fastest configuration >= {TARGET:.0%} of the combined bound",
+                    f"{best['backend']}: {single(best)}",
+                    steady(best) >= TARGET * combined,
+                )
+            )
         out += loop_targets(results, args)
         default = next((r for r in rows if r["backend"] == results["default_backend"]), None)
         if default:
-            out.append(("rollout observations uint8; peak RSS of a default run",
-                        f"{default['peak_rss_mib']:,.0f} MiB ({results['default_backend']})", None))
+            out.append(
+                (
+                    "rollout observations uint8; peak RSS of a default run",
+                    f"{default['peak_rss_mib']:,.0f} MiB ({results['default_backend']})",
+                    None,
+                )
+            )
         if results["machine"].get("gpu", "none") != "none":
-            out.append(("GPU, 16 cores: >= 10,000 SPS end to end", f"steady {steady(best):,.0f}",
-                        steady(best) >= 10_000))
+            out.append(
+                ("GPU, 16 cores: >= 10,000 SPS end to end", f"steady {steady(best):,.0f}", steady(best) >= 10_000)
+            )
     return out
 
 
@@ -933,9 +1047,11 @@ def reachable(results: dict[str, Any], args: Args, backend: str) -> Optional[str
     if not env_rate:
         return None
     step = 1 / env_rate + 1 / bounds["inference"] + args.update_epochs / bounds["training"]
-    return (f"{backend}: env only at {args.num_envs} envs {env_rate:,.0f} + inference {bounds['inference']:,.0f} + "
-            f"{args.update_epochs} x training {bounds['training']:,.0f} samples/s = {1e3 * step:.3f} ms per step, "
-            f"**{1 / step / bounds['combined']:.0%}** of the combined bound {bounds['combined']:,.0f}")
+    return (
+        f"{backend}: env only at {args.num_envs} envs {env_rate:,.0f} + inference {bounds['inference']:,.0f} + "
+        f"{args.update_epochs} x training {bounds['training']:,.0f} samples/s = {1e3 * step:.3f} ms per step, "
+        f"**{1 / step / bounds['combined']:.0%}** of the combined bound {bounds['combined']:,.0f}"
+    )
 
 
 def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Optional[bool]]]:
@@ -950,19 +1066,35 @@ def loop_targets(results: dict[str, Any], args: Args) -> list[tuple[str, str, Op
     if repeats:  # as the end-to-end target: each run against the network timed around it, the median
         ratios = [r["loop_ms"]["inference"] / r["alone_ms"]["inference_script_form"] for r in repeats]
         median = float(np.median(ratios))
-        out.append((name, f"{repeats[0]['configuration']}: median of {len(ratios)} runs, each against its form timed "
-                    f"around it: {median:.2f}x ({', '.join(f'{x:.2f}x' for x in ratios)})", median <= 1.3))
+        out.append(
+            (
+                name,
+                f"{repeats[0]['configuration']}: median of {len(ratios)} runs, each against its form timed "
+                f"around it: {median:.2f}x ({', '.join(f'{x:.2f}x' for x in ratios)})",
+                median <= 1.3,
+            )
+        )
     elif "steps" in best and form in alone:  # rows without their step count: no verdict
         in_loop = best["inference"] / (best["steps"] / args.num_envs)  # seconds per batch of num_envs frames
         by_itself = args.num_envs / alone[form]
-        out.append((name, f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = "
-                    f"{in_loop / by_itself:.2f}x", in_loop <= 1.3 * by_itself))
+        out.append(
+            (
+                name,
+                f"{best['backend']}: {in_loop * 1e3:.2f} ms vs {by_itself * 1e3:.2f} ms = {in_loop / by_itself:.2f}x",
+                in_loop <= 1.3 * by_itself,
+            )
+        )
     loaded = [r for name, r in rows.items() if name.endswith(" loaded")]
     defaults = [r for r in loaded if r["backend"].count(" ") == 1]
     for other in [r for r in loaded if r["backend"].count(" ") > 1] if defaults else []:  # another policy (a spin)
         measured = f"mean steady {with_runs(defaults[0])} vs {with_runs(other)} SPS"
-        out.append((f"loaded (one busy process per core), for comparison: the defaults against `{other['backend']}`",
-                    measured, None))
+        out.append(
+            (
+                f"loaded (one busy process per core), for comparison: the defaults against `{other['backend']}`",
+                measured,
+                None,
+            )
+        )
     return out
 
 
@@ -984,9 +1116,18 @@ def default_backend() -> str:
 def network_rates_apart(args: Args, forms: Sequence[str] = ()) -> list[dict[str, Any]]:
     """network_rates (of ``forms`` only, if given) in a child process (`--network-only`): its CUDA context and
     models end with it."""
-    command = [sys.executable, "-m", "benchmark.lab.throughput", "--network-only", "--num-envs", str(args.num_envs),
-               "--seconds", str(args.seconds), "--compile" if args.compile else "--no-compile",
-               *(["--forms", *forms] if forms else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmark.lab.throughput",
+        "--network-only",
+        "--num-envs",
+        str(args.num_envs),
+        "--seconds",
+        str(args.seconds),
+        "--compile" if args.compile else "--no-compile",
+        *(["--forms", *forms] if forms else []),
+    ]
     result = subprocess.run(command, cwd=REPO, env=repo_env(), capture_output=True, text=True, timeout=1800)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
@@ -1008,8 +1149,7 @@ def physical_bound(env_id: str, seconds: float, cores: int) -> dict[str, float]:
         one_thread = env_steps_per_second("envpool", env_id, 16, seconds, env_threads=1)
         physical["preprocessed_per_thread"] = one_thread
         ceiling = f"preprocessed, one thread: {one_thread:,.0f} steps/s"
-    print(f"physical: {fps:,.0f} frames/s on one core -> bound {physical['bound']:,.0f} steps/s; {ceiling}",
-          flush=True)
+    print(f"physical: {fps:,.0f} frames/s on one core -> bound {physical['bound']:,.0f} steps/s; {ceiling}", flush=True)
     return physical
 
 
@@ -1021,8 +1161,9 @@ def main(args: Args) -> None:
     start = time.perf_counter()
     cores = usable_cores()
     gpus = visible_gpus()
-    tag = args.tag or (re.sub(r"[^A-Za-z0-9]+", "-", gpus[0].name).strip("-") + f"_cpu{cores}"
-                       if gpus else f"cpu{cores}")
+    tag = args.tag or (
+        re.sub(r"[^A-Za-z0-9]+", "-", gpus[0].name).strip("-") + f"_cpu{cores}" if gpus else f"cpu{cores}"
+    )
     out_dir = REPO / args.out_dir if not os.path.isabs(args.out_dir) else Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     backends = [b for b in args.backends if b != "envpool" or envpool_available()]

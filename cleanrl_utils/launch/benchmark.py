@@ -300,8 +300,12 @@ def exit_code_text(run: Run) -> str:
 def print_summary(runs: list[Run]) -> None:
     header = ("run", "exit code", "duration", "log")
     rows = [
-        (r.name, exit_code_text(r), "" if r.process is None else f"{r.duration:.1f}s",
-         "" if r.process is None else r.log_path)
+        (
+            r.name,
+            exit_code_text(r),
+            "" if r.process is None else f"{r.duration:.1f}s",
+            "" if r.process is None else r.log_path,
+        )
         for r in runs
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -315,8 +319,12 @@ def run_local(args: Args) -> int:
     make_dir(args.log_dir, "--log-dir")
     prefix = script_name(args.command)
     runs = [
-        Run(env_id, seed, run_command(args.command, env_id, seed),
-            os.path.join(args.log_dir, f"{prefix}__{env_id.replace('/', '_')}__{seed}.log"))
+        Run(
+            env_id,
+            seed,
+            run_command(args.command, env_id, seed),
+            os.path.join(args.log_dir, f"{prefix}__{env_id.replace('/', '_')}__{seed}.log"),
+        )
         for env_id, seed in grid(args)
     ]
     pending = deque(runs)

@@ -44,9 +44,11 @@ def flag_value(tokens: Sequence[str], flag: str) -> Optional[str]:
 
 
 # what the tools add to every run of a command that continues runs, and why the command must not set it
-SWEEP_FLAGS = {"--seed": "the seeds come from --start-seed and --num-seeds",
-               "--run-name": "each run is named {env_id}__{exp_name}__{seed}; name a sweep with --exp-name",
-               "--resume": "every run is started with --resume auto"}
+SWEEP_FLAGS = {
+    "--seed": "the seeds come from --start-seed and --num-seeds",
+    "--run-name": "each run is named {env_id}__{exp_name}__{seed}; name a sweep with --exp-name",
+    "--resume": "every run is started with --resume auto",
+}
 
 
 def check_command(tokens: Sequence[str], set_by_tool: dict[str, str]) -> None:
@@ -114,16 +116,23 @@ def check_script_flags(script: str, flags: Sequence[str]) -> bool:
             lines = [line.strip(" │╭╮╰╯─") for line in out.getvalue().splitlines()]
             lines = [line for line in lines if line.strip("-") and not line.startswith(("usage:", "For full help"))]
             said = " ".join(dict.fromkeys(lines[1:] or lines))
-        fail(f"the command's flags do not parse for {os.path.basename(script)}: {said.rstrip('.')}; see "
-             f"`python {script} --help`")
+        fail(
+            f"the command's flags do not parse for {os.path.basename(script)}: {said.rstrip('.')}; see "
+            f"`python {script} --help`"
+        )
     check_ranges(args)
-    for flag, name in (("--exp-name", getattr(args, "exp_name", None)), ("--run-name", getattr(args, "run_name", None))):
+    for flag, name in (
+        ("--exp-name", getattr(args, "exp_name", None)),
+        ("--run-name", getattr(args, "run_name", None)),
+    ):
         if name is not None:
             check_name(flag, name)
     env_id = getattr(args, "env_id", None)
     if env_id is not None:
         check_env_id(env_id)
         if is_atari(env_id) != ("atari" in os.path.basename(script)):
-            fail(f"--env-id {env_id} is {'an' if is_atari(env_id) else 'not an'} Atari game, and "
-                 f"{os.path.basename(script)} is {'not ' * ('atari' not in os.path.basename(script))}for Atari games")
+            fail(
+                f"--env-id {env_id} is {'an' if is_atari(env_id) else 'not an'} Atari game, and "
+                f"{os.path.basename(script)} is {'not ' * ('atari' not in os.path.basename(script))}for Atari games"
+            )
     return True

@@ -92,8 +92,13 @@ def node_script(job: ArrayJob) -> str:
     $RUN_NAME."""
     run = job.run + task_args(job)
     return node_command(
-        run, num_nodes=job.nodes or 1, nproc=job.nproc_per_node, torchrun=job.torchrun, python=job.python,
-        launcher=torch_launcher(job.python), nv=slurm_node_vars(),
+        run,
+        num_nodes=job.nodes or 1,
+        nproc=job.nproc_per_node,
+        torchrun=job.torchrun,
+        python=job.python,
+        launcher=torch_launcher(job.python),
+        nv=slurm_node_vars(),
     )
 
 

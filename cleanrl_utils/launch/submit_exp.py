@@ -54,15 +54,45 @@ from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_f
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
-    **{f"c5.{size}": (vcpus, vcpus * 2, 0) for size, vcpus in
-       [("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("9xlarge", 36), ("12xlarge", 48),
-        ("18xlarge", 72), ("24xlarge", 96)]},
-    **{f"m5.{size}": (vcpus, vcpus * 4, 0) for size, vcpus in
-       [("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("8xlarge", 32), ("12xlarge", 48),
-        ("16xlarge", 64), ("24xlarge", 96)]},
-    **{f"g5.{size}": (vcpus, vcpus * 4, gpus) for size, vcpus, gpus in
-       [("xlarge", 4, 1), ("2xlarge", 8, 1), ("4xlarge", 16, 1), ("8xlarge", 32, 1), ("12xlarge", 48, 4),
-        ("16xlarge", 64, 1), ("24xlarge", 96, 4), ("48xlarge", 192, 8)]},
+    **{
+        f"c5.{size}": (vcpus, vcpus * 2, 0)
+        for size, vcpus in [
+            ("large", 2),
+            ("xlarge", 4),
+            ("2xlarge", 8),
+            ("4xlarge", 16),
+            ("9xlarge", 36),
+            ("12xlarge", 48),
+            ("18xlarge", 72),
+            ("24xlarge", 96),
+        ]
+    },
+    **{
+        f"m5.{size}": (vcpus, vcpus * 4, 0)
+        for size, vcpus in [
+            ("large", 2),
+            ("xlarge", 4),
+            ("2xlarge", 8),
+            ("4xlarge", 16),
+            ("8xlarge", 32),
+            ("12xlarge", 48),
+            ("16xlarge", 64),
+            ("24xlarge", 96),
+        ]
+    },
+    **{
+        f"g5.{size}": (vcpus, vcpus * 4, gpus)
+        for size, vcpus, gpus in [
+            ("xlarge", 4, 1),
+            ("2xlarge", 8, 1),
+            ("4xlarge", 16, 1),
+            ("8xlarge", 32, 1),
+            ("12xlarge", 48, 4),
+            ("16xlarge", 64, 1),
+            ("24xlarge", 96, 4),
+            ("48xlarge", 192, 8),
+        ]
+    },
     "p3.2xlarge": (8, 61, 1),
     "p3.8xlarge": (32, 244, 4),
     "p3.16xlarge": (64, 488, 8),
@@ -205,17 +235,21 @@ def parse_job(args: Args) -> Job:
         fail(f"cannot parse --command ({exc})")
     if len(tokens) < 2 or not is_python(tokens[0]) or tokens[1:] == ["-m"]:
         fail(
-            f"--command must be `python SCRIPT [ARGS]`, e.g. \"python cleanrl/ppo_atari_multigpu.py\"; "
+            f'--command must be `python SCRIPT [ARGS]`, e.g. "python cleanrl/ppo_atari_multigpu.py"; '
             f"got {args.command!r}"
         )
     check_command(tokens, SWEEP_FLAGS)
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
     module = argv[0] == "-m"  # `python -m cleanrl.ppo_atari`: the file cleanrl/ppo_atari.py
-    checked = check_script_flags(script.replace(".", "/") + ".py" if module else script, argv[1 + module:])
+    checked = check_script_flags(script.replace(".", "/") + ".py" if module else script, argv[1 + module :])
     if not checked and args.provider != "local":  # run here, a local job says what is wrong with its flags at once
-        print(f"note: {script} is not a training script of this project found here: its flags are checked only when "
-              "the job runs it", file=sys.stderr, flush=True)
+        print(
+            f"note: {script} is not a training script of this project found here: its flags are checked only when "
+            "the job runs it",
+            file=sys.stderr,
+            flush=True,
+        )
     torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
     if args.num_nodes > 1 and not torchrun:
         fail(
@@ -231,8 +265,14 @@ def parse_job(args: Args) -> Job:
         if any(t == "--runs-dir" or t.startswith("--runs-dir=") for t in tokens):
             fail("--command must not set --runs-dir with --efs-file-system-id: the runs go to --efs-runs-dir")
         argv = [*argv, "--runs-dir", args.efs_runs_dir]
-    return Job(argv=argv, name=name[:100], resumable=resumable,
-               num_nodes=args.num_nodes, torchrun=torchrun, node=node_resources(args))
+    return Job(
+        argv=argv,
+        name=name[:100],
+        resumable=resumable,
+        num_nodes=args.num_nodes,
+        torchrun=torchrun,
+        node=node_resources(args),
+    )
 
 
 def wandb_key(args: Args) -> Optional[str]:
@@ -262,7 +302,12 @@ def job_node_command(job: Job, seed: int, python: str, launcher: str, nv: NodeVa
     """The shell script one node of `job` runs for one seed (AWS Batch and the local simulated nodes)."""
     run = shlex.join([*job.argv, *run_words(job, seed)])
     return node_command(
-        run, num_nodes=job.num_nodes, nproc=job.node.nproc, torchrun=job.torchrun, python=python, launcher=launcher,
+        run,
+        num_nodes=job.num_nodes,
+        nproc=job.node.nproc,
+        torchrun=job.torchrun,
+        python=python,
+        launcher=launcher,
         nv=nv,
     )
 
@@ -299,10 +344,7 @@ def retry_strategy(num_retries: int) -> dict:
 
 def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, dict]]:
     """The RegisterJobDefinition request and one SubmitJob request per seed, as botocore operation name + params."""
-    resources = [
-        {"type": "VCPU", "value": str(job.node.vcpus)},
-        {"type": "MEMORY", "value": str(job.node.memory_mib)},
-    ]
+    resources = [{"type": "VCPU", "value": str(job.node.vcpus)}, {"type": "MEMORY", "value": str(job.node.memory_mib)}]
     if job.node.gpus:
         resources.append({"type": "GPU", "value": str(job.node.gpus)})
     container: dict = {"image": args.docker_image, "resourceRequirements": resources}
@@ -368,7 +410,10 @@ def masked(value, key: Optional[str]):
 def envs_per_node(job: Job) -> int:
     """The game envs one node steps: its ranks' `--local-num-envs` (or their share of `--num-envs`; the scripts'
     default 8 per process otherwise)."""
-    value = lambda flag: next((int(float(job.argv[i + 1])) for i, t in enumerate(job.argv[:-1]) if t == flag), None)
+
+    def value(flag):
+        return next((int(float(job.argv[i + 1])) for i, t in enumerate(job.argv[:-1]) if t == flag), None)
+
     ranks = job.node.nproc if job.torchrun else 1
     local, total = value("--local-num-envs"), value("--num-envs")
     if local is None and total is not None:
@@ -378,16 +423,22 @@ def envs_per_node(job: Job) -> int:
 
 def aws_notes(args: Args, job: Job) -> list[str]:
     """What the user may not have meant: cores left idle, run folders that will be lost, what must exist already."""
-    notes = [f"the job queue {args.job_queue!r} and the image {args.docker_image!r} must exist in the account "
-             "(this tool registers a job definition and submits jobs, nothing more)"]
+    notes = [
+        f"the job queue {args.job_queue!r} and the image {args.docker_image!r} must exist in the account "
+        "(this tool registers a job definition and submits jobs, nothing more)"
+    ]
     envs = envs_per_node(job)
     if envs * 4 <= job.node.vcpus:
-        notes.append(f"each node steps {envs} envs on {job.node.vcpus} vCPUs: most of its cores will idle; give "
-                     f"--local-num-envs about {max(1, job.node.vcpus // job.node.nproc)} (per rank) or a smaller "
-                     "--instance-type")
+        notes.append(
+            f"each node steps {envs} envs on {job.node.vcpus} vCPUs: most of its cores will idle; give "
+            f"--local-num-envs about {max(1, job.node.vcpus // job.node.nproc)} (per rank) or a smaller "
+            "--instance-type"
+        )
     if not args.efs_file_system_id:
-        notes.append("without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's "
-                     "container ends, and a retry starts its run over (docs/cluster.md)")
+        notes.append(
+            "without --efs-file-system-id the run folders (logs, checkpoints) are lost when a job's "
+            "container ends, and a retry starts its run over (docs/cluster.md)"
+        )
     return notes
 
 
@@ -494,8 +545,13 @@ def run_nodes(nodes: list[tuple[list[str], dict[str, str]]], label: str) -> list
     try:
         for index, (cmd, env) in enumerate(nodes):
             proc = subprocess.Popen(
-                cmd, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                cmd,
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
             procs.append(proc)
             thread = threading.Thread(target=_forward, args=(proc.stdout, f"[{label} node {index}] "), daemon=True)
