@@ -14,7 +14,7 @@ command in the docs needs a rule here. What the rules do:
 - long benchmarks and servers: `--help` (the benchmark script) and `tensorboard --inspect` (reads the logs, no
   server);
 - not run here: the set-up steps (venv, pip; `.ci/run` runs them on a fresh checkout), the system install of Slurm
-  (`.ci/run`), the test command itself, and the AWS / Docker commands (they need those services).
+  (`.ci/run`), the test command itself and the ruff checks before it, and the AWS / Docker commands (they need those services).
 Placeholders (RUN_NAME, K, HOST and shell variables set in the block) are replaced by working values.
 """
 
@@ -109,6 +109,7 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("package install", starts("pip", "install"), "not run"),
     ("system install of Slurm", starts("bash", ".ci/install_slurm.sh"), "not run"),
     ("the test suite itself", starts("python", "-m", "pytest"), "not run"),
+    ("lint and format checks (CI runs them before the suite)", starts("ruff"), "not run"),
     ("AWS service", starts("aws"), "not run"),
     ("Docker daemon", starts("docker"), "not run"),
     ("shell variable", lambda t: len(t) == 1 and re.fullmatch(r"[A-Z_]+=\S+", t[0]) is not None, "not run"),
