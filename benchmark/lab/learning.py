@@ -29,7 +29,6 @@ import glob
 import io
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -42,6 +41,7 @@ from typing import Literal
 import numpy as np
 import tyro
 
+from benchmark.lab.measured import cpu_name
 from cleanrl_utils import plot
 from cleanrl_utils.validation import fail
 
@@ -229,13 +229,7 @@ def plan(args: Args) -> list[Planned]:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
+    return f"{cpu_name()}, {os.cpu_count()} cores"
 
 
 def load_episodes(run_dir: str) -> tuple[plot.RunCurve, plot.RunCurve, plot.RunCurve] | None:

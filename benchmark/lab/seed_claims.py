@@ -178,30 +178,6 @@ def ppo_command(args: Args, backend: str, num_envs: int, iterations: int, runs: 
     ]
 
 
-def torchrun_command(args: Args, ranks: int, backend: str, runs: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={ranks}",
-        str(throughput.MULTIGPU_SCRIPT),
-        "--num-envs",
-        str(args.num_envs),
-        "--total-timesteps",
-        str(args.num_envs * NUM_STEPS * args.iterations),
-        "--vector-env",
-        backend,
-        "--checkpoint-interval",
-        "0",
-        "--no-progress-bar",
-        "--runs-dir",
-        runs,
-        "--env-id",
-        args.env_id,
-    ]
-
-
 def measure(name: str, command: list[str], runs: str, timeout: float, batch: int) -> dict[str, Any]:
     """One run: SPS and its time split from its TensorBoard log (rank 0 logs; the ``perf/*`` scalars), the CPU use
     of its process tree from outside."""
@@ -533,7 +509,13 @@ def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
             label = f"torchrun {ranks} rank(s)"
             runs = os.path.join(workdir, f"ranks{ranks}_{time.monotonic_ns()}")
             row = measure(
-                label, torchrun_command(args, ranks, fastest, runs), runs, args.timeout, args.num_envs * NUM_STEPS
+                label,
+                throughput.ranks_command(
+                    ranks, fastest, args.num_envs, args.num_envs * NUM_STEPS * args.iterations, args.env_id, runs
+                ),
+                runs,
+                args.timeout,
+                args.num_envs * NUM_STEPS,
             )
             row.update(ranks=ranks, backend=fastest, local_batch=args.num_envs // ranks * NUM_STEPS)
             print(f"{label}: {fmt_row(row)}", flush=True)
