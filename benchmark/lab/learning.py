@@ -112,7 +112,7 @@ PROFILES: dict[str, dict] = {
             Config("ale", tuple(SINGLE), ("--vector-env", "ale"), (1,)),
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1, 2)),
             Config("multigpu_2ranks", tuple(TWO_RANKS), ("--vector-env", "sync", "--num-envs", "8"), (1,)),
-            # the parallel-sampling write-up's baseline: one env in one process (its claims: benchmark/lab/seed_claims.py)
+            # the parallel-sampling claims' baseline: one env in one process (its claims: benchmark/lab/seed_claims.py)
             Config("sync_1env", tuple(SINGLE), ("--vector-env", "sync", "--num-envs", "1"), (1,)),
         ],
     },
