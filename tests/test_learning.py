@@ -263,13 +263,15 @@ def long_curve(shape: str, game: str = BREAKOUT, end: int = LAST_STEP) -> tuple[
     return steps, np.maximum(level + rng.normal(0, 0.2 * level + 1), 0).round()
 
 
-def write_long_export(folder, steps, returns, game: str = BREAKOUT, partial: bool = False) -> str:
+def write_long_export(
+    folder, steps, returns, game: str = BREAKOUT, partial: bool = False, config: str = "envpool"
+) -> str:
     """An export as `export` writes it: the finished plain files, or the `.partial` ones of a run in progress."""
     os.makedirs(folder, exist_ok=True)
     base = os.path.join(
         folder,
         ("" if game == BREAKOUT else game.split("NoFrameskip")[0] + "_")
-        + "envpool__1"
+        + f"{config}__1"
         + (".partial" if partial else ""),
     )
     seconds = steps / 300.0  # 300 SPS
@@ -309,7 +311,7 @@ def write_long_export(folder, steps, returns, game: str = BREAKOUT, partial: boo
     with open(base + ".json", "w") as f:
         json.dump(
             {
-                "config": "envpool",
+                "config": config,
                 "seed": 1,
                 "env_id": game,
                 "command": "python cleanrl/ppo_atari.py",
@@ -347,6 +349,8 @@ def long_args(tmp_path, *extra: str):
             str(tmp_path / "results"),
             "--report-path",
             str(tmp_path / "results_10m.md"),
+            "--readme-path",
+            str(tmp_path / "README.md"),
             *extra,
         ],
     )
@@ -359,10 +363,11 @@ def verdict_of(tmp_path, shape: str, game: str = BREAKOUT, end: int = LAST_STEP,
 
 
 def test_full_length_rule_passes_a_good_curve_and_fails_a_stalled_or_collapsing_one(tmp_path):
-    assert verdict_of(tmp_path / "good", "good").startswith("PASS: the mean of the last 100 games, 4")
+    assert verdict_of(tmp_path / "good", "good").startswith("PASS: the mean of the last 100 games is 4")
     assert verdict_of(tmp_path / "pong", "good", PONG).startswith("PASS")
     stalled = verdict_of(tmp_path / "stalled", "stalled")
-    assert stalled.startswith("FAIL: the mean of the last 100 games, 2.") and "outside 358.48..470.84" in stalled
+    assert stalled.startswith("FAIL: the mean of the last 100 games is 2.")
+    assert "below CleanRL's band (under the bound 358.48)" in stalled
     assert "window" not in stalled  # flat is not a fall: only the level fails
     collapsing = verdict_of(tmp_path / "collapsing", "collapsing")
     assert collapsing.startswith("FAIL: the mean of the last 100 games") and "window 6-7M: mean" in collapsing
@@ -410,12 +415,15 @@ def test_a_finished_run_outside_the_band_fails_and_says_what_bears_on_why(tmp_pa
     write_long_export(folder / learning.LOST, steps, returns, game=PONG, partial=True)
     assert learning.report(long_args(tmp_path)) == 0
     text = (tmp_path / "results_10m.md").read_text()
-    pong = text[text.index(f"### {PONG}:") : text.index("### Runs and their parts")]
+    pong = text[text.index(f"### {PONG}, envpool, seed 1:") : text.index("## Runs and their parts")]
     (run,) = [r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == PONG]
     last = run.returns[-100:].mean()
     assert last > 20.76 and pong.startswith(
-        f"### {PONG}: FAIL: the mean of the last 100 games, {last:.2f}, is outside 19.96..20.76"
+        f"### {PONG}, envpool, seed 1: FAIL: the mean of the last 100 games is {last:.2f}, above CleanRL's band "
+        "19.96..20.76"
     )
+    # Pong keeps its two-sided verdict; the one-sided reading is beside it, labelled
+    assert "Read under the one-sided level (for information; the verdict is the two-sided rule's): " in pong
     assert "**Outside CleanRL's band (above it): what bears on why.**" in pong
     assert (
         "with probability 71% (Student's t, 2 degrees of freedom), and 95% of such seeds in 19.14..21.58 (no game "
@@ -434,7 +442,7 @@ def test_a_finished_run_outside_the_band_fails_and_says_what_bears_on_why(tmp_pa
     assert windows.count("M ") == 5 and "; 4-5M " in windows  # the whole windows both reached
     # the lost run is no run of the report's own: no verdict, no row
     assert text.count("Pong_envpool__1.partial.csv") == 1
-    # Breakout, inside its band, gets no such paragraph; nor does a partial run outside it
+    # Breakout, inside its band, gets no such paragraph
     assert text.count("Outside CleanRL's band") == 1
 
 
@@ -446,8 +454,9 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     assert learning.report(long_args(tmp_path)) == 0
     text = (tmp_path / "results_10m.md").read_text()
     assert text.startswith("# CleanRL's benchmark at full length")
-    rule, results = text.index("### The verdict rule"), text.index("### Where the runs are")
-    assert rule < results and "358.48..470.84" in text[rule:results] and "19.96..20.76" in text[rule:results]
+    rule, results = text.index("## The verdict rule"), text.index("## Where the runs are")
+    assert rule < results and "414.66 - 2 x 28.09 = 358.48" in text[rule:results]
+    assert "1915.93 - 2 x 484.58 = 946.77" in text[rule:results] and "19.96..20.76" in text[rule:results]
     assert (
         f"| {BREAKOUT} | envpool, seed 1 | `{folder}/envpool__1.csv` | 9,999,360 of 10,000,000 (100.0%) | PASS" in text
     )
@@ -455,10 +464,10 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
         f"| {PONG} | envpool, seed 1 | `{folder}/Pong_envpool__1.partial.csv` | 1,500,160 of 10,000,000 (15.0%) | "
         "not finished (1,500,160 steps) |" in text
     )
-    assert f"### {PONG}: not finished (1,500,160 steps)" in text
-    pong = text[text.index(f"### {PONG}:") : text.index("### Runs and their parts")]
+    assert f"### {PONG}, envpool, seed 1 (partial: 1,500,160 steps): not finished (1,500,160 steps)" in text
+    pong = text[text.index(f"### {PONG}, envpool") : text.index("## Runs and their parts")]
     assert "| 1-2M (to 1,500,160 so far) | 196 |" in pong and "2-3M" not in pong  # the windows it reached
-    breakout = text[text.index(f"### {BREAKOUT}:") : text.index(f"### {PONG}:")]
+    breakout = text[text.index(f"### {BREAKOUT}, envpool") : text.index(f"## {PONG}")]
     assert "| 9-10M | " in breakout and "so far" not in breakout  # a finished run's last window is whole
     # a finished run's wall hours, then what its top speed (the machine alone) needs for all its steps
     assert "steps (300 SPS); at its top speed (310 SPS), the machine alone, about 8.96 h." in breakout
@@ -467,16 +476,15 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     run = next(r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == BREAKOUT)
     step, seconds = learning.first_reach(run, 100)
     assert np.mean(run.returns[run.steps <= step][-20:]) >= 100 > np.mean(run.returns[run.steps < step][-20:])
-    assert f"| 100 | {int(step):,} | {seconds / 3600:.2f} h |" in text
-    assert "| 18 | not reached yet (best mean of 20 games: " in text
-    assert "264 minutes (4.40 h) for all 10M steps on 1 GPU and 10 CPUs" in text
+    assert f"| 100 | {seconds / 3600:.2f} h | {step / 310 / 3600:.2f} h | — |" in text  # the alone: steps / top SPS
+    assert "| 18 | not reached yet | — | — |" in text
     assert "| 0123456 |" in text and "test cpu, 2 cores" in text
     # the second part ran at half the top speed: shared
     assert (
-        f"| {PONG} | 2 | 2026-12-06T00:00:00 | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running "
+        f"| {PONG} | envpool | 2 | 2026-12-06T00:00:00 | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running "
         "when exported |" in text
     )
-    assert f"Shared so far: {BREAKOUT} part 2, {PONG} part 2." in text
+    assert f"Shared so far: {BREAKOUT} envpool part 2, {PONG} envpool part 2." in text
     assert (tmp_path / "results" / "full-cpu_curves.png").stat().st_size > 10_000
     # a finished export supersedes its partial one; the quick report's loader never sees a partial
     write_long_export(folder, *long_curve("good", PONG), game=PONG)
@@ -486,6 +494,88 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     }
     os.remove(folder / "Pong_envpool__1.json")
     assert [r.env_id for r in learning.load_finished(long_args(tmp_path))] == [BREAKOUT]
+
+
+BEAMRIDER = "BeamRiderNoFrameskip-v4"
+
+
+def test_the_level_is_one_sided_above_the_band_passes_and_says_above(tmp_path):
+    assert learning.level_check(BREAKOUT, 480.0) == (True, "480.00, above CleanRL's band (at least the bound 358.48)")
+    assert (
+        learning.level_check(BREAKOUT, 360.0)[0] and "inside CleanRL's band" in learning.level_check(BREAKOUT, 360)[1]
+    )
+    assert learning.level_check(BREAKOUT, 358.0) == (False, "358.00, below CleanRL's band (under the bound 358.48)")
+    assert learning.level_check(BEAMRIDER, 946.8)[0] and not learning.level_check(BEAMRIDER, 946.7)[0]
+    assert not learning.level_check(PONG, 20.98)[0]  # Pong: the two-sided rule it was judged under
+    assert learning.level_check(PONG, 20.98, two_sided=False)[0]
+    # a whole run above the band: PASS, and the verdict says "above"
+    steps, returns = long_curve("good")
+    write_long_export(tmp_path / "results" / "full-cpu", steps, returns * 1.25)
+    (run,) = learning.load_exports(long_args(tmp_path))
+    verdict = learning.long_verdict(run, 10_000_000)
+    assert verdict.startswith("PASS: the mean of the last 100 games is 5") and "above CleanRL's band" in verdict
+
+
+def two_breakout_runs(tmp_path, bf16_shift: float, bf16_partial: bool = False):
+    folder = tmp_path / "results" / "full-cpu"
+    steps, returns = long_curve("good")
+    write_long_export(folder, steps, returns)
+    end = int(np.searchsorted(steps, 3_000_320, side="right")) if bf16_partial else len(steps)
+    write_long_export(folder, steps[:end], returns[:end] + bf16_shift, partial=bf16_partial, config="envpool_bf16")
+    return folder, sorted(learning.load_exports(long_args(tmp_path)), key=lambda r: r.config)
+
+
+def test_bf16_is_level_with_float32_within_two_of_cleanrls_seed_deviations(tmp_path):
+    _, game = two_breakout_runs(tmp_path / "near", 50.0)
+    (line,) = [x for x in learning.bf16_lines(game) if x]
+    assert "**bf16 against float32" in line and "level: " in line and "a difference of +50.00" in line
+    assert "against 2 of CleanRL's seed standard deviations, 56.18" in line
+    _, game = two_breakout_runs(tmp_path / "far", -60.0)
+    (line,) = [x for x in learning.bf16_lines(game) if x]
+    assert "not level (bf16 lower): " in line and "a difference of -60.00" in line
+
+
+def test_time_to_a_score_per_run_as_it_went_and_alone_with_shared_parts_marked(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder, (f32, bf16) = two_breakout_runs(tmp_path, 0.0, bf16_partial=True)
+    (tmp_path / "README.md").write_text(f"intro\n{learning.README_START}\nold\n{learning.README_END}\nafter\n")
+    assert learning.report(long_args(tmp_path)) == 0
+    text = (tmp_path / "results_10m.md").read_text()
+    table = text[text.index(f"#### {BREAKOUT}: time to a score") : text.index("**bf16 against float32")]
+    assert "envpool_bf16, seed 1 (partial: 3,000,320 steps): as the run went" in table
+    rows = {line.split(" | ")[0]: line for line in table.splitlines() if line.startswith("| ")}
+    (s100, t100), (s400, t400) = learning.first_reach(f32, 100), learning.first_reach(f32, 400)
+    assert s100 < s400 < 5_000_000  # part 2 (half the top speed: shared) starts at 5M
+    assert rows["| 100"].startswith(f"| 100 | {t100 / 3600:.2f} h | {s100 / 310 / 3600:.2f} h |")
+    assert rows["| 400"].startswith(f"| 400 | {t400 / 3600:.2f} h | {s400 / 310 / 3600:.2f} h |")
+    assert rows["| 400"].endswith("| not reached yet | — | — |")  # the partial bf16 run
+    wall = f32.meta["wall_seconds"] / 3600  # the whole run: its shared part 2 included, and marked
+    assert rows["| all 10,000,000 steps"] == (
+        f"| all 10,000,000 steps | {wall:.2f} h (shared parts) | {10_000_000 / 310 / 3600:.2f} h | not reached yet "
+        f"| {10_000_000 / 310 / 3600:.2f} h at the top speed (projected) | 4.40 h (1 GPU, 10 CPUs) |"
+    )
+    assert "Top speed: envpool: 310 SPS on test cpu, 2 cores" in table
+    # the README's table comes from the same figures; the partial run is labelled and gets no verdict
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith(f"intro\n{learning.README_START}\n| game |") and readme.endswith(
+        f"{learning.README_END}\nafter\n"
+    )
+    row = next(line for line in readme.splitlines() if line.startswith("| Breakout |"))
+    assert f"| 414.66 ± 28.09 | {f32.returns[-100:].mean():.2f} | " in row and "(partial, 3.0M steps) | PASS |" in row
+    assert "| BeamRider | 1915.93 ± 484.58 | not started |" in readme
+
+
+def test_a_partial_run_gets_no_verdict_anywhere(tmp_path):
+    pytest.importorskip("matplotlib")
+    _, (_, bf16) = two_breakout_runs(tmp_path, 100.0, bf16_partial=True)
+    assert learning.long_verdict(bf16, 10_000_000) == "not finished (3,000,320 steps)"
+    (line,) = [x for x in learning.bf16_lines([*learning.load_exports(long_args(tmp_path))]) if x]
+    assert "no verdict until both runs have finished" in line and "level:" not in line
+    assert learning.report(long_args(tmp_path)) == 0
+    text = (tmp_path / "results_10m.md").read_text()
+    assert "envpool_bf16, seed 1 (partial: 3,000,320 steps): not finished (3,000,320 steps)" in text
+    assert "| envpool_bf16, seed 1 | `" in text and "| not finished (3,000,320 steps) |" in text
+    assert "PASS" not in text[text.index("### " + BREAKOUT + ", envpool_bf16") : text.index("#### " + BREAKOUT)]
 
 
 def write_part(run_dir, start: float, iterations, purge_step: int | None = None) -> None:

@@ -334,7 +334,7 @@ def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
 
 @pytest.mark.parametrize("backend", ["envpool", "ale"])
 def test_a_native_pool_builds_in_a_fresh_process(backend):
-    """Nothing else has registered the ALE ids yet (a program that builds the pool first, as loop_profile does)."""
+    """Nothing else has registered the ALE ids yet (a program that builds the pool first)."""
     import subprocess
     import sys
 

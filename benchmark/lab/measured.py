@@ -1,5 +1,5 @@
-"""A command run and measured while it runs, for the lab (throughput.py, seed_claims.py, gpu_check.py,
-multigpu_sps.py): the CPU use of its process tree (and of each torchrun rank in it), the machine's CPU use, the use of
+"""A command run and measured while it runs, for the lab (throughput.py, seed_claims.py, gpu_check.py):
+the CPU use of its process tree (and of each torchrun rank in it), the machine's CPU use, the use of
 every GPU this process's CUDA would see, and the tree's peak resident memory. All of it from outside the run (psutil,
 nvidia-smi): the measured scripts report nothing for it."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,15 @@ DEVICES_EXPR = (
 )
 """a Python expression (torch imported): the (name, UUID) of every GPU torch sees, in CUDA's order"""
 _PROBE = f"import json, torch; print(json.dumps({DEVICES_EXPR}))"
+
+
+def cpu_name() -> str:
+    """The processor's model name (/proc/cpuinfo), the lab's one description of a machine's CPU."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def rank_of(proc: psutil.Process) -> Optional[int]:

@@ -1,4 +1,4 @@
-"""Measures the claims of a write-up of CleanRL's parallel env sampling (CPU use, SPS, time to a return, scaling).
+"""Measures claims made about CleanRL's parallel env sampling (CPU use, SPS, time to a return, scaling).
 
     bash benchmark/seed_claims.sh            # the whole measurement (see the script for its length)
     bash benchmark/seed_claims.sh --quick    # a smoke run of 1-3 minutes: every step once, tiny; figures meaningless
@@ -9,7 +9,7 @@ On the real scripts (``cleanrl/ppo_atari.py``, ``cleanrl/ppo_atari_multigpu.py``
 1. SPS and the CPU use of the whole process tree (the script, its env processes, torchrun's ranks) of a
    single-env single-process baseline (``--num-envs 1 --vector-env sync``) and of the parallel configurations
    (8 envs on each backend);
-2. an envs-per-core sweep on the fastest backend (the write-up: ``local_num_envs`` is best at 2-4x the cores);
+2. an envs-per-core sweep on the fastest backend (the claim: ``local_num_envs`` is best at 2-4x the cores);
 3. 1 vs 2 torchrun ranks with the same envs in all;
 4. the gradient all-reduce: bytes of the Nature CNN's gradient and the time of one all-reduce of that many float32
    on gloo over loopback at 2 and 4 ranks, which, with the measured per-rank iteration time, feed a ring
@@ -170,30 +170,6 @@ def ppo_command(args: Args, backend: str, num_envs: int, iterations: int, runs: 
         str(num_envs),
         "--total-timesteps",
         str(num_envs * NUM_STEPS * iterations),
-        "--no-progress-bar",
-        "--runs-dir",
-        runs,
-        "--env-id",
-        args.env_id,
-    ]
-
-
-def torchrun_command(args: Args, ranks: int, backend: str, runs: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={ranks}",
-        str(throughput.MULTIGPU_SCRIPT),
-        "--num-envs",
-        str(args.num_envs),
-        "--total-timesteps",
-        str(args.num_envs * NUM_STEPS * args.iterations),
-        "--vector-env",
-        backend,
-        "--checkpoint-interval",
-        "0",
         "--no-progress-bar",
         "--runs-dir",
         runs,
@@ -533,7 +509,13 @@ def run_all(args: Args, workdir: str, results: dict[str, Any]) -> None:
             label = f"torchrun {ranks} rank(s)"
             runs = os.path.join(workdir, f"ranks{ranks}_{time.monotonic_ns()}")
             row = measure(
-                label, torchrun_command(args, ranks, fastest, runs), runs, args.timeout, args.num_envs * NUM_STEPS
+                label,
+                throughput.ranks_command(
+                    ranks, fastest, args.num_envs, args.num_envs * NUM_STEPS * args.iterations, args.env_id, runs
+                ),
+                runs,
+                args.timeout,
+                args.num_envs * NUM_STEPS,
             )
             row.update(ranks=ranks, backend=fastest, local_batch=args.num_envs // ranks * NUM_STEPS)
             print(f"{label}: {fmt_row(row)}", flush=True)
@@ -593,7 +575,7 @@ def pct(x: Optional[float]) -> str:
 
 
 def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
-    """One entry per claim of the write-up: claim, measurement, verdict."""
+    """One entry per claim: claim, measurement, verdict."""
     m = results["machine"]
     where = (
         f"{m['cpu']}, {m['cores']} cores, GPU: {m['gpu']}, load average at start {m['load_average_at_start'][0]:.1f}"
@@ -798,28 +780,27 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
 
 
 def seed_errors(results: dict[str, Any]) -> list[str]:
-    """The write-up's factual errors, each with the evidence from this run or this repository."""
+    """Facts that bear on the claims, each with the evidence from this run or this repository."""
     from cleanrl_utils.launch.submit_exp import INSTANCE_TYPES
 
     env = results["sync_env_only"]
     n = max(env, key=int)
     vcpus, _, gpus = INSTANCE_TYPES["c5.12xlarge"]
     return [
-        "`gym.vector.SyncVectorEnv` does not run envs in parallel (the write-up: it turns serial interaction into "
-        "parallel and spreads it over several CPU cores): its `step` loops over its envs one after the other in the "
-        "calling process and thread (gymnasium 1.x source); gymnasium's AsyncVectorEnv runs one process per env. "
+        "`gym.vector.SyncVectorEnv` steps its envs one after the other in the calling process and thread "
+        "(gymnasium 1.x source), not in parallel over several cores; gymnasium's AsyncVectorEnv runs one process "
+        "per env. "
         f"Measured here, env only: 1 env {env['1']['steps_per_second']:,.0f} agent steps/s on "
         f"{env['1']['cores_busy']:.2f} cores busy, {n} envs in one SyncVectorEnv {env[n]['steps_per_second']:,.0f} "
         f"steps/s on {env[n]['cores_busy']:.2f} cores ({env[n]['steps_per_second'] / env['1']['steps_per_second']:.2f}x "
         f"for {n}x the envs: what a larger batch saves is per-call overhead, on one core). Its batch helps the "
         "network's inference, not the emulators.",
-        "The write-up's loop unpacks `obs, rewards, dones, infos = vector_env.step(...)` and `observations = "
-        "vector_env.reset()`: gymnasium 1.x returns five values from `step` (terminations and truncations apart) and "
-        "`(obs, infos)` from `reset`.",
-        f'Its cluster example submits `--instance-type c5.12xlarge` for "4 nodes x 8 GPUs": a c5.12xlarge has '
-        f"{vcpus} vCPUs and {gpus} GPUs (cleanrl_utils/launch/submit_exp.py's table).",
-        'Its "exponential" speed-up: data-parallel sampling and training scale at best linearly in the '
-        "workers, less the communication (see the model).",
+        "gymnasium 1.x returns five values from `step` (terminations and truncations apart) and `(obs, infos)` from "
+        "`reset`: a loop that unpacks `obs, rewards, dones, infos = vector_env.step(...)` does not run on it.",
+        f"A c5.12xlarge has {vcpus} vCPUs and {gpus} GPUs (the cluster submitter's instance table): \"4 nodes x 8 "
+        'GPUs" needs a GPU instance type.',
+        "Data-parallel sampling and training scale at best linearly in the workers, less the communication (see "
+        "the model).",
     ]
 
 
@@ -837,9 +818,9 @@ def render(results: dict[str, Any], args: Args, json_name: str, png_name: Option
     lines = [
         "## Claims about parallel sampling, measured",
         "",
-        "The claims come from a write-up of CleanRL's parallel sampling: what sampling many envs at once, in one "
-        "process or in several ranks, buys in CPU use, steps per second, time to a return and scaling over GPUs "
-        "and nodes. Each is measured here with the real scripts, then given a verdict.",
+        "Claims made about CleanRL's parallel sampling: what sampling many envs at once, in one process or in "
+        "several ranks, buys in CPU use, steps per second, time to a return and scaling over GPUs and nodes. Each "
+        "is measured here with the real scripts and given a verdict.",
         "",
         f"Written by `bash benchmark/seed_claims.sh{' --quick' if args.quick else ''}` "
         f"({results['finished']}, {results['duration_s'] / 60:.0f} min). Machine: {m['cpu']}, {m['cores']} cores, "
@@ -871,7 +852,7 @@ def render(results: dict[str, Any], args: Args, json_name: str, png_name: Option
     lines += ["", "### Verdicts", ""]
     for c in results["claims"]:
         lines += [f"- **Claim:** {c['claim']}", f"  - Measurement: {c['measurement']}", f"  - Verdict: {c['verdict']}"]
-    lines += ["", "### Where the write-up is wrong on facts", ""] + [f"- {e}" for e in results["seed_errors"]]
+    lines += ["", "### Facts beside the claims", ""] + [f"- {e}" for e in results["seed_errors"]]
     lines += [
         "",
         "### The scaling model and what it assumes",

@@ -9,8 +9,7 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
    rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
    without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
    ``1 / (1/inference + epochs/training)`` agent steps/s. The scripts' own form is eager ``channels_last`` with the
-   whole batch on all the process's cores (``script_form``); on 2+ cores also, for comparison, the batch in slices
-   on one thread each (``channels_last+slices``, ``benchmark/lab/sliced.py``), which the scripts no longer use;
+   whole batch on all the process's cores (``script_form``);
 4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
    first iteration (steady state), its time split (env / inference / learning, from the ``perf/*`` scalars it logs),
    the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
@@ -52,16 +51,16 @@ import torch
 import tyro
 
 from benchmark.lab.malloc import keep_freed_memory
-from benchmark.lab.measured import repo_env, run_measured, visible_gpus
+from benchmark.lab.measured import cpu_name, repo_env, run_measured, visible_gpus
 from benchmark.lab.placement import plan_threads, usable_cores, use_threads
-from benchmark.lab.sliced import SlicedInference, inference_slices
+from cleanrl_utils.plot import RunCurve, load_run
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "cleanrl" / "ppo_atari.py"
 MULTIGPU_SCRIPT = REPO / "cleanrl" / "ppo_atari_multigpu.py"
 TARGET = 0.85
-SLICED_FORM = "channels_last+slices"
+SLICED_FORM = "channels_last+slices"  # a form no longer timed, shown where an older JSON has it (--report-only)
 
 
 @dataclass
@@ -90,6 +89,8 @@ class Args:
     """also run ppo_atari_multigpu.py with 1 and 2 torchrun ranks"""
     network_only: bool = False
     """only time the network forms (on cuda when there is a GPU) and print them as one JSON line"""
+    report_only: bool = False
+    """measure nothing: rewrite the report and plots of ``--tag`` from its JSON in ``--out-dir``"""
     forms: list[str] = field(default_factory=list)
     """time only these network forms (default: all)"""
     e2e_repeats: int = 5
@@ -109,15 +110,8 @@ def machine() -> dict[str, Any]:
     import ale_py
     import gymnasium
 
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
     info = {
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "cores": usable_cores(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
         "python": platform.python_version(),
@@ -250,11 +244,10 @@ def in_memory_format(agent: torch.nn.Module, memory_format: torch.memory_format)
 
 
 def network_forms(
-    num_envs: int, try_compile: bool, only: Sequence[str] = (), close: Optional[contextlib.ExitStack] = None
+    num_envs: int, try_compile: bool, only: Sequence[str] = ()
 ) -> list[tuple[str, Callable[[], int], Callable[[], int], float]]:
     """(name, inference step, training step, seconds of the first calls) per form (``only`` these, if given);
-    failed forms as errors. The sliced form (for comparison: the scripts infer the whole batch) ends its worker
-    threads with ``close``."""
+    failed forms as errors."""
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -265,9 +258,6 @@ def network_forms(
     ]
     if try_compile:
         specs += [("channels_last+compile", torch.channels_last, True)]
-    slices = inference_slices(num_envs, plan_threads(num_envs).cores) if device.type == "cpu" else 1
-    if slices > 1:  # for comparison, on CPU: the batch in slices, one torch thread each
-        specs += [(SLICED_FORM, torch.channels_last, False)]
     specs = [spec for spec in specs if not only or spec[0] in only]
     rng = np.random.default_rng(0)
     frames_nchw = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
@@ -277,11 +267,6 @@ def network_forms(
     for name, memory_format, compiled in specs:
         torch.manual_seed(0)
         agent = in_memory_format(agent_class(_Spaces, bf16=name == BF16_FORM), memory_format).to(device)
-        if name == SLICED_FORM:  # its workers start at the first call, on 1 thread each
-            agent.hidden = SlicedInference(agent.hidden, slices)
-            if close is not None:
-                close.callback(agent.hidden.close)
-            use_threads(1)
         # as the scripts compile it: one graph per batch shape
         forward = torch.compile(agent.get_action_and_value, dynamic=False) if compiled else agent.get_action_and_value
         optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)  # as in the script
@@ -317,74 +302,55 @@ def network_forms(
 
 
 def threads_text(row: dict[str, Any]) -> str:
-    """A network row's threads in words (the sliced form: one torch thread per slice)."""
+    """A network row's threads in words (the sliced form of older reports: one torch thread per slice)."""
     if row["form"] == SLICED_FORM:
         return f"{row['threads']} slices of 1 thread"
     return f"{row['threads']} thread(s)"
 
 
-def form_threads(name: str, cores: int) -> list[int]:
-    """The core counts a form is timed on: the sliced form uses all cores (one torch thread per slice)."""
-    return [cores] if name == SLICED_FORM else sorted({1, cores})
-
-
 def network_rates(
     num_envs: int, seconds: float, try_compile: bool, rounds: int = 3, only: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
-    """Inference and training samples/s of the Nature CNN per form (layout, compile, slices) and torch thread count
-    (the sliced form: cores, its slices on one torch thread each; its training is ``channels_last``'s, the whole
-    batch, so it is not timed twice: a second draw of the same rate would only bias the fastest upwards).
+    """Inference and training samples/s of the Nature CNN per form (layout, compile) and torch thread count.
 
     The forms are timed in turns, ``rounds`` times each, so that a change of the machine's load hits them alike.
     """
     cores = plan_threads(num_envs).cores
-    with contextlib.ExitStack() as close:
-        forms = network_forms(num_envs, try_compile, only, close)
-        done: dict[tuple[str, int], list[float]] = {}
-        for _ in range(rounds):
-            for name, infer, train, _ in forms:
-                if infer is None:
-                    continue
-                for threads in form_threads(name, cores):
-                    rates = done.setdefault((name, threads), [0.0, 0.0])
-                    use_threads(1 if name == SLICED_FORM else threads)
-                    rates[0] += timed_rate(infer, seconds / rounds, warmup=0.1) / rounds
-                    use_threads(threads)
-                    if name != SLICED_FORM:
-                        rates[1] += timed_rate(train, seconds / rounds, warmup=0.1) / rounds
+    forms = network_forms(num_envs, try_compile, only)
+    done: dict[tuple[str, int], list[float]] = {}
+    for _ in range(rounds):
+        for name, infer, train, _ in forms:
+            for threads in sorted({1, cores}) if infer is not None else ():
+                rates = done.setdefault((name, threads), [0.0, 0.0])
+                use_threads(threads)
+                rates[0] += timed_rate(infer, seconds / rounds, warmup=0.1) / rounds
+                rates[1] += timed_rate(train, seconds / rounds, warmup=0.1) / rounds
     use_threads(cores)
     rows = []
     for name, infer, _, first in forms:
         if infer is None:
             rows.append({"form": name, "threads": 0, "inference": 0.0, "training": 0.0, "error": first})
             continue
-        for threads in form_threads(name, cores):
+        for threads in sorted({1, cores}):
             inference, training = done[(name, threads)]
-            rows.append(
-                {
-                    "form": name,
-                    "threads": threads,
-                    "inference": inference,
-                    "training": None if name == SLICED_FORM else training,
-                    "warmup_s": first,
-                }
-            )
+            rows.append({"form": name, "threads": threads, "inference": inference, "training": training})
+            rows[-1]["warmup_s"] = first
     return rows
 
 
 # ---------------------------------------------------------------- end to end
 
 
-def _logged_run(runs_dir: str):
-    """The scalars of the run logged under ``runs_dir`` (only rank 0 logs): the first run directory with ``charts/SPS``
-    events, loaded, or None."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+PHASES = ("env", "inference", "learn")  # the scripts' perf/<phase>_seconds scalars
 
+
+def _logged(runs_dir: str, tag: str = "charts/SPS") -> Optional[RunCurve]:
+    """``tag`` of the first run under ``runs_dir`` that logged ``charts/SPS`` (only rank 0 logs), or None; read with
+    the product's reader, ``cleanrl_utils.plot.load_run``."""
     for run_dir in sorted(p for p in Path(runs_dir).glob("*") if p.is_dir()):
-        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-        acc.Reload()
-        if "charts/SPS" in acc.Tags()["scalars"]:
-            return acc
+        if isinstance(load_run(str(run_dir), "charts/SPS"), RunCurve):
+            curve = load_run(str(run_dir), tag)
+            return curve if isinstance(curve, RunCurve) else None
     return None
 
 
@@ -393,29 +359,25 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     events: the last value (steps / seconds since the start, as the script computes it) and the steps/s after the
     first iteration, from the events' wall times. The steady rate leaves out the one-off start (env construction and
     first reset, first calls of the network), which a long run does not feel but a run of a few iterations does."""
-    acc = _logged_run(runs_dir)
-    if acc is None:
+    sps = _logged(runs_dir)
+    if sps is None:
         return None, None
-    events = acc.Scalars("charts/SPS")
     steady = None
-    if len(events) >= 2 and events[-1].wall_time > events[0].wall_time:
-        steady = (events[-1].step - events[0].step) / (events[-1].wall_time - events[0].wall_time)
-    return events[-1].value, steady
+    if len(sps.steps) >= 2 and sps.times[-1] > sps.times[0]:
+        steady = float((sps.steps[-1] - sps.steps[0]) / (sps.times[-1] - sps.times[0]))
+    return float(sps.values[-1]), steady
 
 
 def _phase_sums(runs_dir: str, skip: int) -> Optional[tuple[int, dict[str, float]]]:
     """(steps, seconds per phase) of the logged iterations after the first ``skip``, from the run's
     ``perf/<phase>_seconds`` events (the wall seconds of each iteration spent in each phase, which the scripts log
     at every iteration's step). None without more than ``skip`` logged iterations."""
-    acc = _logged_run(runs_dir)
-    if acc is None:
+    sps = _logged(runs_dir)
+    phases = {phase: _logged(runs_dir, f"perf/{phase}_seconds") for phase in PHASES}
+    if sps is None or len(sps.steps) <= skip or None in phases.values():
         return None
-    sps = acc.Scalars("charts/SPS")
-    tags = [t for t in acc.Tags()["scalars"] if t.startswith("perf/") and t.endswith("_seconds")]
-    if len(sps) <= skip or not tags:
-        return None
-    phases = {t[len("perf/") : -len("_seconds")]: sum(e.value for e in acc.Scalars(t)[skip:]) for t in tags}
-    return sps[-1].step - (sps[skip - 1].step if skip else 0), phases
+    sums = {phase: float(curve.values[skip:].sum()) for phase, curve in phases.items()}
+    return int(sps.steps[-1] - (sps.steps[skip - 1] if skip else 0)), sums
 
 
 def logged_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
@@ -642,28 +604,20 @@ def mean_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
-    steps = args.e2e_iterations * args.num_envs * 128
-    runs = os.path.join(workdir, f"runs_multigpu_{ranks}")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={ranks}",
-        str(MULTIGPU_SCRIPT),
-        "--num-envs",
-        str(args.num_envs),
-        "--total-timesteps",
-        str(steps),
-        "--no-progress-bar",
-        "--runs-dir",
-        runs,
-        "--env-id",
-        args.env_id,
-        "--vector-env",
-        backend,
+def ranks_command(ranks: int, backend: str, num_envs: int, steps: int, env_id: str, runs: str) -> list[str]:
+    """ppo_atari_multigpu.py on ``ranks`` torchrun ranks, ``num_envs`` envs in all: the lab's one 1-vs-2-rank run
+    (this report's torchrun section and the seed claims' ranks)."""
+    return [
+        *(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"),
+        *(str(MULTIGPU_SCRIPT), "--num-envs", str(num_envs), "--total-timesteps", str(steps), "--env-id", env_id),
+        *("--vector-env", backend, "--checkpoint-interval", "0", "--no-progress-bar", "--runs-dir", runs),
     ]
+
+
+def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
+    runs = os.path.join(workdir, f"runs_multigpu_{ranks}")
+    steps = args.e2e_iterations * args.num_envs * 128
+    command = ranks_command(ranks, backend, args.num_envs, steps, args.env_id, runs)
     out, m = measured_run(command, workdir)
     row: dict[str, Any] = {
         "ranks": ranks,
@@ -728,7 +682,7 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
     lines = [
         f"# Throughput on `{tag}`",
         "",
-        f"Written by `benchmark/throughput.sh` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}), "
+        f"Written by `benchmark/throughput.sh` ({results['written']}), "
         f"game {args.env_id}, {results['duration_s']:.0f} s in all.",
         "",
         "| machine | |",
@@ -793,9 +747,9 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
     if any(row["form"] == SLICED_FORM for row in results["network"]):
         lines += [
             "",
-            f"{SLICED_FORM}, for comparison (the scripts do not use it): the batch in slices of at least 4 "
-            "frames, one per core, each on one torch thread (`benchmark/lab/sliced.py`); it trains as "
-            "channels_last does (the whole minibatch), which is not timed twice.",
+            f"{SLICED_FORM}, for comparison (the scripts do not use it, and the lab no longer times it: "
+            "[notes.md](../notes.md)): the batch in slices of at least 4 frames, one per core, each on one torch thread; it "
+            "trains as channels_last does (the whole minibatch), which is not timed twice.",
         ]
     lines += [
         "",
@@ -1158,6 +1112,12 @@ def main(args: Args) -> None:
     if args.network_only:
         print(json.dumps(network_rates(args.num_envs, args.seconds, args.compile, only=args.forms)), flush=True)
         return
+    if args.report_only:
+        path = Path(args.out_dir) / f"throughput_{args.tag or f'cpu{usable_cores()}'}.json"
+        results = json.loads(path.read_text())
+        plot(results, args, path.parent, path.stem.removeprefix("throughput_"))
+        print(f"wrote {write_report(results, args, path.parent, path.stem.removeprefix('throughput_'))}")
+        return
     start = time.perf_counter()
     cores = usable_cores()
     gpus = visible_gpus()
@@ -1215,6 +1175,7 @@ def main(args: Args) -> None:
     results["targets"] = targets(results, args)
     results["load_average_at_end"] = os.getloadavg()
     results["duration_s"] = time.perf_counter() - start
+    results["written"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     path = write_report(results, args, out_dir, tag)
     plot(results, args, out_dir, tag)
     print(f"wrote {path} and its plots in {results['duration_s']:.0f} s", flush=True)
