@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Claims made about CleanRL's parallel env sampling, measured on this machine:
+# Statements often made about CleanRL-style parallel env sampling, measured on this machine:
 #   single-env single-process baseline vs 8 envs on each backend (SPS, CPU use of the whole process tree),
 #   an envs-per-core sweep on the fastest backend, 1 vs 2 torchrun ranks, the gradient all-reduce on gloo loopback
 #   at 2 and 4 ranks and a ring all-reduce model of multi-node efficiency from it, and the learning claims from the

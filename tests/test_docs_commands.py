@@ -117,8 +117,8 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("torchrun launch", starts("torchrun"), "parse"),
     ("evaluation", starts("python", "-m", "cleanrl_utils.evals.ppo_eval"), "after training"),
     ("plot", starts("python", "-m", "cleanrl_utils.plot"), "after training"),
-    ("sweep", starts("python", "-m", "cleanrl_utils.launch.benchmark"), "print only"),
-    ("cluster submission", starts("python", "cleanrl_utils/launch/submit_exp.py"), "print only"),
+    ("sweep", starts("python", "-m", "cleanrl_utils.benchmark"), "print only"),
+    ("cluster submission", starts("python", "cleanrl_utils/submit_exp.py"), "print only"),
     ("throughput benchmark (5-8 min)", starts("bash", "benchmark/throughput.sh"), "help"),
     ("learning benchmark (hours)", starts("bash", "benchmark/learning.sh"), "help"),
     ("seed claims measurement (~30 min)", starts("bash", "benchmark/seed_claims.sh"), "help"),
@@ -155,31 +155,47 @@ def test_readme_test_command_is_what_ci_runs():
     assert line in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
 
 
-def test_the_quick_start_installs_torch_for_a_cpu_then_for_a_gpu_and_runs_cartpole_first():
-    """The Quick start as a new user reads it: the venv, the CPU line (PyTorch's CPU wheel index), then the CUDA line
-    (PyPI's torch, the same version, with the project in one command), and the CartPole run as the first run."""
-    commands = [c.tokens for c in extract_commands(REPO_ROOT / "README.md")]
-    installs = [tokens for tokens in commands if tokens[:2] == ["pip", "install"] and tokens[2].startswith("torch")]
-    cpu, cuda = installs[:2]  # the Quick start's (the tests' install comes later)
-    version = cpu[2]
-    assert version.startswith("torch==") and cpu == [
-        "pip",
-        "install",
-        version,
-        "--index-url",
-        "https://download.pytorch.org/whl/cpu",
-    ], cpu
-    assert cuda == ["pip", "install", version, "-e", "."], cuda
-    cpu_at, cuda_at = commands.index(cpu), commands.index(cuda)
-    assert commands[cpu_at + 1] == ["pip", "install", "-e", "."]  # the project, after the CPU torch (`&&`)
-    assert commands.index(["python3", "-m", "venv", ".venv"]) < cpu_at < cuda_at
-    runs = [tokens for tokens in commands if script_run(tokens)]
-    assert runs[0] == ["python", "cleanrl/ppo.py", "--total-timesteps", "100000"], runs[:2]
-    assert cuda_at < commands.index(runs[0])
-    lines = (REPO_ROOT / "README.md").read_text().splitlines()  # each install line under the comment that says for what
-    for tokens, machine in ((cpu, "without an NVIDIA GPU"), (cuda, "with an NVIDIA GPU")):
-        at = next(i for i, line in enumerate(lines) if line.startswith(shlex.join(tokens)))
-        assert lines[at - 1].startswith("# ") and machine in lines[at - 1], lines[at - 1]
+def bash_blocks(path: Path) -> list[list[str]]:
+    """The lines of each ```bash block of a markdown file, in order."""
+    blocks: list[list[str]] = []
+    inside = False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            inside = line.strip() == "```bash"
+            if inside:
+                blocks.append([])
+        elif inside:
+            blocks[-1].append(line)
+    return blocks
+
+
+def test_the_readme_starts_with_two_commands_for_a_fresh_machine_the_main_job_and_the_tests():
+    """The README's first two blocks, as a new user with only Python reads them: one line that makes a venv, installs
+    PyTorch's CPU build and the project, and starts the main job (Atari PPO on Breakout, which the suite runs with a
+    tiny budget like every training command); then the one line that sets up and runs the tests, which is CI's.
+    After them: PyPI's torch of the same version for a GPU machine, and the CartPole learning check."""
+    readme = REPO_ROOT / "README.md"
+    first, second = bash_blocks(readme)[:2]
+    assert len(first) == 1 and len(second) == 1, (first, second)
+    commands = [c.tokens for c in extract_commands(readme)]
+    main_job = commands[:5]
+    version = main_job[2][2]
+    assert version.startswith("torch==") and main_job == [
+        ["python3", "-m", "venv", ".venv"],
+        [".", ".venv/bin/activate"],
+        ["pip", "install", version, "--index-url", "https://download.pytorch.org/whl/cpu"],
+        ["pip", "install", "-e", "."],
+        ["python", "cleanrl/ppo_atari.py", "--env-id", "BreakoutNoFrameskip-v4"],
+    ], main_job
+    assert rules_of(Command("README.md", main_job[-1])) == [("training script", "tiny run")]  # never 10M steps here
+    assert second[0] in (REPO_ROOT / ".ci" / "run").read_text().splitlines()  # byte for byte what CI runs
+    assert second[0].endswith("&& python -m pytest") and f"pip install {version} -e" in second[0]
+    later = commands[commands.index(["python", "-m", "pytest"]) + 1 :]
+    gpu = ["pip", "install", version, "-e", "."]
+    assert gpu in later and ["python", "cleanrl/ppo.py", "--total-timesteps", "100000"] in later
+    lines = readme.read_text().splitlines()  # the GPU line under the comment that says for what
+    at = lines.index(shlex.join(gpu))
+    assert lines[at - 1].startswith("# ") and "with an NVIDIA GPU" in lines[at - 1], lines[at - 1]
 
 
 def test_torchrun_lines_parse():
