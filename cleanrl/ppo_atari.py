@@ -20,6 +20,7 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
+from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
@@ -222,13 +223,13 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
             optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
         if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
-    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach()
+    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers.cpu().numpy().tolist()
     return {
         "value_loss": v_loss,
         "policy_loss": pg_loss,
@@ -236,6 +237,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
         "old_approx_kl": old_approx_kl,
         "approx_kl": approx_kl,
         "clipfrac": float(np.mean(clipfracs)),
+        "grad_norm": grad_norm,  # of the last minibatch, before clipping
     }
 
 
@@ -417,6 +419,7 @@ if __name__ == "__main__":
             "inference": learn_start - rollout_start - env_seconds,
             "learn": time.perf_counter() - learn_start,
         }
+        stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))

@@ -31,6 +31,7 @@ from cleanrl_utils.distributed import decided_on_rank0, end_rank, gather_to_all,
 from cleanrl_utils.distributed import open_run, print_launch_notes, rank_lifetime, read_dist_env, resolve_device
 from cleanrl_utils.distributed import resolve_sizes
 from cleanrl_utils.distributed import resolve_run_name, restart_count, restore_rng, resume_command, start_run
+from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
 from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
@@ -269,13 +270,13 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
                 dist.all_reduce(flat, op=dist.ReduceOp.SUM)
                 for grad, synced in zip(grads, flat.div_(world_size).split([grad.numel() for grad in grads])):
                     grad.copy_(synced.view(grad.shape))  # into the gradient's own memory layout
-            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
         if args.target_kl is not None and mean_over_ranks(approx_kl, world_size) > args.target_kl:  # a host sync
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
-    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach()
+    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers.cpu().numpy().tolist()
     return {
         "value_loss": v_loss,
         "policy_loss": pg_loss,
@@ -283,6 +284,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
         "old_approx_kl": old_approx_kl,
         "approx_kl": approx_kl,
         "clipfrac": float(np.mean(clipfracs)),
+        "grad_norm": grad_norm,  # of the last minibatch, before clipping
     }
 
 
@@ -489,6 +491,7 @@ if __name__ == "__main__":
             "inference": learn_start - rollout_start - env_seconds,
             "learn": time.perf_counter() - learn_start,
         }
+        stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))

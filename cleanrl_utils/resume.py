@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import tyro
 
+from cleanrl_utils.runlock import hold_run_folder
 from cleanrl_utils.validation import check_name, fail
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -104,7 +105,7 @@ def atomic_save(
     """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line."""
     data = io.BytesIO()
     torch.save(obj, data)
-    tmp = path + ".tmp"
+    tmp = f"{path}.tmp.{os.getpid()}"  # this writer's own
     try:
         with open(tmp, "wb") as f:
             f.write(data.getbuffer())
@@ -367,6 +368,7 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
     run_dir = os.path.join(args.runs_dir, run_name)
     try:  # made after every check that can fail (a refused start leaves no empty folder), and proved writable
         os.makedirs(run_dir, exist_ok=True)
+        hold_run_folder(run_dir, CHECKPOINT_FILE)  # one run per folder (cleanrl_utils/runlock.py)
         probe = os.path.join(run_dir, ".write_test")
         with open(probe, "w") as f:
             f.write("ok")

@@ -150,8 +150,20 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
             f"the batch num_envs*num_steps = {num_envs}*{num_steps} = {batch_size} is not divisible by "
             f"--num-minibatches {num_minibatches}; pick a divisor of {batch_size}"
         )
+    check_minibatch(
+        batch_size // num_minibatches, f"num_envs*num_steps/num_minibatches = {batch_size}/{num_minibatches}"
+    )
     if total_timesteps < batch_size:
         fail(
             f"--total-timesteps {total_timesteps} is smaller than one batch (num_envs*num_steps = {batch_size}): "
             "no update would run; raise --total-timesteps or shrink the batch"
+        )
+
+
+def check_minibatch(size: int, how: str) -> None:
+    """The advantages of a minibatch are normalised with its std: one sample has none (NaN, a diverged run)."""
+    if size < 2:
+        fail(
+            f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: raise the batch or lower "
+            "--num-minibatches"
         )
