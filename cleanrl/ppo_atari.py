@@ -5,8 +5,6 @@ import os
 
 # Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import ctypes.util
-import platform
 import random
 import sys
 import time
@@ -20,11 +18,12 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
+from cleanrl_utils.cpu import setup_cpu
 from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
-from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges, thread_counts
+from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -254,13 +253,8 @@ if __name__ == "__main__":
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     check_backend(args.vector_env, args.num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track)
-    # threads sized to the cores this process may use (taskset, cgroups and Slurm set them)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    env_threads, torch_threads = thread_counts(args.env_threads, args.torch_threads, cores, args.num_envs)
-    torch.set_num_threads(torch_threads)
-    if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # (page faults; docs/throughput.md)
-        libc.mallopt(-3, 1 << 30), libc.mallopt(-1, 1 << 30)  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD: 1 GiB
+    # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
+    cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.num_envs)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -298,7 +292,7 @@ if __name__ == "__main__":
     envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
     print(f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
           f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, {cores} cores: "
-          f"{envpool_threads}{torch_threads} torch threads, logs in {run_dir}", flush=True)  # fmt: skip
+          f"{envpool_threads}{torch_threads} torch threads ({threads_from}), logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
     native_bf16 = (
