@@ -6,6 +6,7 @@ import os
 
 # Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): set before torch loads
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
 import sys
 import time

@@ -10,6 +10,7 @@ import os
 
 # Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
 import sys
 import time

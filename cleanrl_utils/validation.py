@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import re
 from typing import Annotated, NoReturn
 
 import tyro
@@ -136,6 +137,13 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
         fail(f"unknown environment id {env_id!r}; {hint}")
     if atari is True and not is_atari(env_id):
         fail(f"{env_id!r} is not an Atari game; use an ALE id such as BreakoutNoFrameskip-v4 (or cleanrl/ppo.py)")
+    if atari and not QUIET_ERRORS and gym.registry[env_id].kwargs.get("repeat_action_probability", 0) > 0:
+        same = re.sub(r"^ALE/|-v\d+$", "", env_id) + "NoFrameskip-v4"
+        print(
+            f"note: {env_id} repeats the agent's previous action with probability "
+            f"{gym.registry[env_id].kwargs['repeat_action_probability']} (sticky actions); CleanRL's benchmark and "
+            f"this project's comparisons use {same if same in gym.registry else '*NoFrameskip-v4'}, which has none"
+        )
     if atari is False and is_atari(env_id):
         fail(f"{env_id!r} is an Atari game; use cleanrl/ppo_atari.py (this script takes ids such as CartPole-v1)")
 

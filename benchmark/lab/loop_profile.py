@@ -14,7 +14,7 @@ alternating with a ``time.sleep`` as long as that env step ("sleep": what is lef
 env's threads). With ``--pipelined`` each round also times the rollout overlapped: the envs in two pools of half the
 batch each, one stepping while the policy acts for the other on one torch thread ("pipelined", ms per batch of
 ``num_envs``, to set against "loop" + "env" of the serial rollout). As in the scripts, glibc keeps freed memory
-(``benchmark/lab/malloc.py``) and the env pool gets the scripts' stepping threads (``benchmark/lab/placement.py``).
+(``cleanrl_utils/cpu.py``) and the env pool gets the scripts' stepping threads (``benchmark/lab/placement.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import tyro
 
-from benchmark.lab.malloc import keep_freed_memory
+from cleanrl_utils.cpu import keep_freed_memory
 from benchmark.lab.placement import plan_threads, use_threads
 from benchmark.lab.throughput import _Spaces, load_agent_class
 from cleanrl_utils.validation import fail

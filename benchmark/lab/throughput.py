@@ -22,7 +22,7 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
 
 Everything is timed as the scripts run: idle OpenMP workers sleep (``OMP_WAIT_POLICY=PASSIVE``, from
 ``cleanrl_utils/__init__.py``, unless the environment says otherwise), glibc keeps freed memory
-(``benchmark/lab/malloc.py``, the scripts' ``mallopt`` thresholds) and the threads are the scripts'
+(``cleanrl_utils/cpu.py``, the scripts' ``mallopt`` thresholds) and the threads are the scripts'
 (``benchmark/lab/placement.py``).
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
@@ -51,7 +51,7 @@ import psutil
 import torch
 import tyro
 
-from benchmark.lab.malloc import keep_freed_memory
+from cleanrl_utils.cpu import keep_freed_memory
 from benchmark.lab.measured import repo_env, run_measured, visible_gpus
 from benchmark.lab.placement import plan_threads, usable_cores, use_threads
 from benchmark.lab.sliced import SlicedInference, inference_slices
