@@ -6,6 +6,7 @@ import os
 
 # Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): set before torch loads
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
 import sys
 import time
@@ -22,6 +23,7 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
+from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
@@ -398,15 +400,17 @@ if __name__ == "__main__":
 
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
 
             if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
                 break
 
         # every number logged below comes back from the device in one transfer
-        numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).tolist()
-        v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers
+        numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).tolist()
+        v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers
+        losses = {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "grad_norm": grad_norm}
+        stop_if_diverged(losses, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
         y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y

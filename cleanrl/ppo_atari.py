@@ -5,8 +5,7 @@ import os
 
 # Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import ctypes.util
-import platform
+import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
 import sys
 import time
@@ -20,10 +19,12 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
+from cleanrl_utils.cpu import setup_cpu
+from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
 from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
-from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges, thread_counts
+from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -222,13 +223,13 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
             optimizer.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
         if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
-    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach()
+    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers.cpu().numpy().tolist()
     return {
         "value_loss": v_loss,
         "policy_loss": pg_loss,
@@ -236,6 +237,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
         "old_approx_kl": old_approx_kl,
         "approx_kl": approx_kl,
         "clipfrac": float(np.mean(clipfracs)),
+        "grad_norm": grad_norm,  # of the last minibatch, before clipping
     }
 
 
@@ -252,13 +254,8 @@ if __name__ == "__main__":
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     check_backend(args.vector_env, args.num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track)
-    # threads sized to the cores this process may use (taskset, cgroups and Slurm set them)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    env_threads, torch_threads = thread_counts(args.env_threads, args.torch_threads, cores, args.num_envs)
-    torch.set_num_threads(torch_threads)
-    if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # (page faults; docs/throughput.md)
-        libc.mallopt(-3, 1 << 30), libc.mallopt(-1, 1 << 30)  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD: 1 GiB
+    # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
+    cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.num_envs)
 
     # TRY NOT TO MODIFY: seeding
     random.seed(args.seed)
@@ -296,7 +293,7 @@ if __name__ == "__main__":
     envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
     print(f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
           f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, {cores} cores: "
-          f"{envpool_threads}{torch_threads} torch threads, logs in {run_dir}", flush=True)  # fmt: skip
+          f"{envpool_threads}{torch_threads} torch threads ({threads_from}), logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
     native_bf16 = (
@@ -417,6 +414,7 @@ if __name__ == "__main__":
             "inference": learn_start - rollout_start - env_seconds,
             "learn": time.perf_counter() - learn_start,
         }
+        stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))

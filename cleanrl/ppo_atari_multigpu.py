@@ -10,8 +10,7 @@ import os
 
 # Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import ctypes.util
-import platform
+import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
 import sys
 import time
@@ -31,10 +30,12 @@ from cleanrl_utils.distributed import decided_on_rank0, end_rank, gather_to_all,
 from cleanrl_utils.distributed import open_run, print_launch_notes, rank_lifetime, read_dist_env, resolve_device
 from cleanrl_utils.distributed import resolve_sizes
 from cleanrl_utils.distributed import resolve_run_name, restart_count, restore_rng, resume_command, start_run
+from cleanrl_utils.cpu import setup_cpu
+from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
 from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
-from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges, thread_counts
+from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -269,13 +270,13 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
                 dist.all_reduce(flat, op=dist.ReduceOp.SUM)
                 for grad, synced in zip(grads, flat.div_(world_size).split([grad.numel() for grad in grads])):
                     grad.copy_(synced.view(grad.shape))  # into the gradient's own memory layout
-            nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
             optimizer.step()
 
         if args.target_kl is not None and mean_over_ranks(approx_kl, world_size) > args.target_kl:  # a host sync
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs]).detach().cpu()
-    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, *clipfracs = numbers.numpy().tolist()
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach()
+    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers.cpu().numpy().tolist()
     return {
         "value_loss": v_loss,
         "policy_loss": pg_loss,
@@ -283,6 +284,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
         "old_approx_kl": old_approx_kl,
         "approx_kl": approx_kl,
         "clipfrac": float(np.mean(clipfracs)),
+        "grad_norm": grad_norm,  # of the last minibatch, before clipping
     }
 
 
@@ -298,14 +300,8 @@ if __name__ == "__main__":
     device, backend = resolve_device(args, info)
     check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0)
-    # threads sized to the cores this process may use (taskset, cgroups and Slurm set them)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    cores = max(1, cores // info.local_world_size)  # this rank's share
-    env_threads, torch_threads = thread_counts(args.env_threads, args.torch_threads, cores, args.local_num_envs, rank0)
-    torch.set_num_threads(torch_threads)
-    if platform.libc_ver()[0] == "glibc":  # keep freed memory for the next minibatch instead of unmapping it
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # (page faults; docs/throughput.md)
-        libc.mallopt(-3, 1 << 30), libc.mallopt(-1, 1 << 30)  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD: 1 GiB
+    # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
+    cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.local_num_envs, info.local_world_size, rank0)
 
     # TRY NOT TO MODIFY: seeding (rank 0 of a 1-process run draws exactly like ppo_atari.py)
     random.seed(args.seed + info.rank)
@@ -357,7 +353,7 @@ if __name__ == "__main__":
               f"per rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} ({args.local_batch_size} "
               f"per rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per rank), {args.num_iterations} "
               f"iteration{'s' * (args.num_iterations > 1)}; per rank {cores} cores: {envpool_threads}{torch_threads} "
-              f"torch threads; logs in {run_dir}", flush=True)  # fmt: skip
+              f"torch threads ({threads_from}); logs in {run_dir}", flush=True)  # fmt: skip
         print_launch_notes(info)
     if args.cuda and device.type == "cpu" and rank0:
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
@@ -489,6 +485,7 @@ if __name__ == "__main__":
             "inference": learn_start - rollout_start - env_seconds,
             "learn": time.perf_counter() - learn_start,
         }
+        stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))

@@ -115,6 +115,7 @@ def resolve_sizes(args, world_size: int) -> None:
         )
     args.local_minibatch_size = args.local_batch_size // args.num_minibatches
     args.minibatch_size = args.local_minibatch_size * world_size
+    validation.check_minibatch(args.minibatch_size, "num_envs*num_steps/num_minibatches of all ranks")
     args.num_iterations = args.total_timesteps // args.batch_size
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import tyro
 
+from cleanrl_utils.runlock import hold_run_folder
 from cleanrl_utils.validation import check_name, fail
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -51,6 +52,7 @@ MAY_CHANGE_ON_RESUME = frozenset(
 )
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
 RUN_DIR = ""  # this process's run folder (`start_run` sets it), for `full_disk_line`
+STARTED: tuple = ()  # (run folder, had it a checkpoint) as `start_run` found them
 
 
 def _resume_mode(words: list[str]) -> str:
@@ -104,7 +106,7 @@ def atomic_save(
     """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line."""
     data = io.BytesIO()
     torch.save(obj, data)
-    tmp = path + ".tmp"
+    tmp = f"{path}.tmp.{os.getpid()}"  # this writer's own
     try:
         with open(tmp, "wb") as f:
             f.write(data.getbuffer())
@@ -299,12 +301,16 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = tyro.cli(args_type, args=argv)
     check_name("--exp-name", args.exp_name)
+    if not args.runs_dir.strip():
+        fail("--runs-dir is empty: give the folder of the runs, e.g. --runs-dir runs")
     if args.run_name is not None:
         check_name("--run-name", args.run_name)
     run_name = resolve_run_name(args)
     run_dir = os.path.join(args.runs_dir, run_name)
     report_full_disk(run_dir, resume_command(args, run_name))
     path = os.path.join(run_dir, CHECKPOINT_FILE)
+    global STARTED
+    STARTED = (run_dir, os.path.exists(path))
     if not os.path.exists(path):
         if args.resume == "yes" and args.run_name is None:
             fail(
@@ -344,6 +350,9 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         print(f"note: resuming with {note}", flush=True)
     iteration, batch_size, total = ckpt["iteration"], ckpt["batch_size"], args.total_timesteps
     if iteration >= total // batch_size:
+        made_by = os.path.join(os.path.dirname(script), f"{ckpt.get('exp_name')}.py")  # (its default exp_name)
+        if os.path.exists(made_by) and not os.path.samefile(made_by, script):
+            fail(f"{path} is of a run of {os.path.basename(made_by)}, not this script: resume it with {made_by}")
         print(
             f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
             "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
@@ -367,6 +376,7 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
     run_dir = os.path.join(args.runs_dir, run_name)
     try:  # made after every check that can fail (a refused start leaves no empty folder), and proved writable
         os.makedirs(run_dir, exist_ok=True)
+        hold_run_folder(run_dir, CHECKPOINT_FILE)  # one run per folder (cleanrl_utils/runlock.py)
         probe = os.path.join(run_dir, ".write_test")
         with open(probe, "w") as f:
             f.write("ok")
@@ -379,6 +389,8 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
             )
         fail(f"cannot write the run directory {run_dir!r} ({exc.strerror}); pass a writable --runs-dir")
     path = os.path.join(run_dir, CHECKPOINT_FILE)
+    if STARTED == (run_dir, False) and os.path.exists(path):  # written by a run that held the folder until now
+        fail(f"{run_dir} got a checkpoint from another run while this one started: pass --resume to continue it")
     return run_dir, None if ckpt is None else check_checkpoint(ckpt, path, state, args)
 
 

@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import re
 from typing import Annotated, NoReturn
 
 import tyro
@@ -136,6 +137,13 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
         fail(f"unknown environment id {env_id!r}; {hint}")
     if atari is True and not is_atari(env_id):
         fail(f"{env_id!r} is not an Atari game; use an ALE id such as BreakoutNoFrameskip-v4 (or cleanrl/ppo.py)")
+    if atari and not QUIET_ERRORS and gym.registry[env_id].kwargs.get("repeat_action_probability", 0) > 0:
+        same = re.sub(r"^ALE/|-v\d+$", "", env_id) + "NoFrameskip-v4"
+        print(
+            f"note: {env_id} repeats the agent's previous action with probability "
+            f"{gym.registry[env_id].kwargs['repeat_action_probability']} (sticky actions); CleanRL's benchmark and "
+            f"this project's comparisons use {same if same in gym.registry else '*NoFrameskip-v4'}, which has none"
+        )
     if atari is False and is_atari(env_id):
         fail(f"{env_id!r} is an Atari game; use cleanrl/ppo_atari.py (this script takes ids such as CartPole-v1)")
 
@@ -150,8 +158,20 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
             f"the batch num_envs*num_steps = {num_envs}*{num_steps} = {batch_size} is not divisible by "
             f"--num-minibatches {num_minibatches}; pick a divisor of {batch_size}"
         )
+    check_minibatch(
+        batch_size // num_minibatches, f"num_envs*num_steps/num_minibatches = {batch_size}/{num_minibatches}"
+    )
     if total_timesteps < batch_size:
         fail(
             f"--total-timesteps {total_timesteps} is smaller than one batch (num_envs*num_steps = {batch_size}): "
             "no update would run; raise --total-timesteps or shrink the batch"
+        )
+
+
+def check_minibatch(size: int, how: str) -> None:
+    """The advantages of a minibatch are normalised with its std: one sample has none (NaN, a diverged run)."""
+    if size < 2:
+        fail(
+            f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: raise the batch or lower "
+            "--num-minibatches"
         )

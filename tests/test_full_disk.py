@@ -72,7 +72,7 @@ def test_a_full_disk_keeps_the_last_checkpoint_and_the_run_resumes_once_there_is
     assert len(errors) == 1 and f"cannot write checkpoint.pt in {small_disk / 'full'}" in errors[0], result.stderr
     assert "MiB free" in errors[0] and "the last one there is kept" in errors[0]
     run_dir = small_disk / "full"
-    assert not list(run_dir.glob("*.tmp"))  # the failed write took its temporary file with it
+    assert not list(run_dir.glob("*.tmp*"))  # the failed write took its temporary file with it
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 1
 
     subprocess.run(["mount", "-o", "remount,size=80m", str(small_disk)], check=True)  # space freed
@@ -116,7 +116,7 @@ def test_a_disk_that_fills_under_the_tensorboard_log_ends_the_run_with_one_line(
     assert result.returncode == 1 and "Exception in thread" not in result.stderr
     assert result.stderr.rstrip().endswith(f"{script} --resume --run-name full --runs-dir {small_disk}")
     run_dir = small_disk / "full"
-    assert not list(run_dir.glob("*.tmp"))
+    assert not list(run_dir.glob("*.tmp*"))
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 1
 
 
@@ -129,7 +129,7 @@ def test_a_model_that_does_not_fit_is_one_line_and_the_checkpoint_stays(tmp_path
     run_dir = small_disk / "full"
     assert_one_line_error(result, f"cannot write ppo_atari.cleanrl_model in {run_dir}: it needs about ")
     assert "MiB free (use the run's checkpoint.pt there instead: it holds the same weights" in result.stderr
-    assert not (run_dir / "ppo_atari.cleanrl_model").exists() and not list(run_dir.glob("*.tmp"))
+    assert not (run_dir / "ppo_atari.cleanrl_model").exists() and not list(run_dir.glob("*.tmp*"))
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 1
 
 
@@ -182,7 +182,8 @@ def test_the_learning_benchmarks_exports_and_report_are_written_whole_or_not_at_
 def test_a_write_that_fails_for_another_reason_names_that_reason_not_the_disk(tmp_path):
     path = tmp_path / "checkpoint.pt"
     resume.atomic_save({"iteration": 1}, str(path))
-    (tmp_path / "checkpoint.pt.tmp").mkdir()  # where the temporary file goes: open() fails with EISDIR, not ENOSPC
+    # where this writer's temporary file goes: open() fails with EISDIR, not ENOSPC
+    (tmp_path / f"checkpoint.pt.tmp.{os.getpid()}").mkdir()
     with pytest.raises(
         SystemExit,
         match=rf"^error: cannot write checkpoint\.pt in {re.escape(str(tmp_path))}: Is a "

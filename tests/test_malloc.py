@@ -1,4 +1,4 @@
-"""benchmark/lab/malloc.py (the scripts' mallopt settings, for the lab): after keep_freed_memory(), a big tensor
+"""cleanrl_utils/cpu.py's keep_freed_memory (the scripts' mallopt settings, the lab's too): after it, a big tensor
 freed and allocated again costs no page faults."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from helpers import REPO_ROOT
 
 PROGRAM = """
 import resource, sys, torch
-from benchmark.lab.malloc import keep_freed_memory
+from cleanrl_utils.cpu import keep_freed_memory
 took = keep_freed_memory() if sys.argv[1] == "keep" else None
 def faults(n=5):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -258,7 +258,7 @@ def write_whole(files: dict[str, str | bytes]) -> None:
     """Each file's text or bytes, all or none: each goes to a temporary file beside it, renamed over it once all are
     written, so that a failed write leaves every file as it was and no partial or temporary file; a full disk is one
     error line naming the file, its folder and the space left."""
-    temps = {path: path + ".tmp" for path in files}
+    temps = {path: f"{path}.tmp.{os.getpid()}" for path in files}  # this writer's own
     try:
         for path, content in files.items():
             with open(temps[path], "wb") as f:

@@ -1,17 +1,7 @@
-"""The training scripts' thread numbers, so that the lab times its parts with the threads a run gets.
-
-The scripts size their threads inline, once, at the start (``cleanrl/ppo_atari.py``, ``cleanrl/ppo_atari_multigpu.py``):
-
-- the cores: the process's affinity mask (taskset, cgroup cpusets and Slurm set it), split evenly among the ranks of
-  a machine in the multigpu script (``LOCAL_WORLD_SIZE``, set by torchrun), at least one each;
-- torch: that many intra-op threads for the rollout's inference (the whole batch) and the update alike;
-- an envpool pool: one stepping thread per core, never more threads than envs (the ``ale`` backend runs one
-  single-env pool, one thread, per env);
-- ``--env-threads`` and ``--torch-threads`` replace the automatic numbers.
-
-``plan_threads`` gives the same numbers (``tests/test_placement.py``). The rollout's batch in slices, a form the
-scripts no longer use, has its own count: ``benchmark/lab/sliced.py``'s ``inference_slices``.
-"""
+"""The training scripts' thread numbers, so that the lab times its parts with the threads a run gets: the scripts'
+own rule, ``cleanrl_utils/cpu.py``'s ``thread_plan`` (the flags, OMP_NUM_THREADS, Slurm's CPUs, or the cores this
+process may use, split among a machine's ranks). The rollout's batch in slices, a form the scripts no longer use, has
+its own count: ``benchmark/lab/sliced.py``'s ``inference_slices``."""
 
 from __future__ import annotations
 
@@ -20,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cleanrl_utils.validation import thread_counts
+from cleanrl_utils.cpu import thread_plan, usable_cores  # noqa: F401 (usable_cores: for the lab)
 
 
 @dataclass(frozen=True)
@@ -33,14 +23,6 @@ class ThreadPlan:
     """torch intra-op threads, for inference and update alike"""
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask: respects taskset, cgroup cpusets and Slurm)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def plan_threads(
     num_envs: int,
     env_threads: int = 0,
@@ -51,11 +33,8 @@ def plan_threads(
     """The thread numbers the scripts give one rank; 0 means automatic (see the module docstring)."""
     if local_ranks is None:
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    if cores is None:
-        cores = usable_cores()
-    per_rank = max(1, cores // max(1, local_ranks))
-    env_threads, torch_threads = thread_counts(env_threads, torch_threads, per_rank, num_envs, notes=False)
-    return ThreadPlan(cores=per_rank, env_threads=env_threads, torch_threads=torch_threads)
+    cores, env_threads, torch_threads, _ = thread_plan(env_threads, torch_threads, num_envs, local_ranks, cores, False)
+    return ThreadPlan(cores=cores, env_threads=env_threads, torch_threads=torch_threads)
 
 
 def use_threads(n: int) -> None:

@@ -21,7 +21,7 @@ Measures, on the machine it runs on (CPU only or with a GPU, any number of cores
 
 Everything is timed as the scripts run: idle OpenMP workers sleep (``OMP_WAIT_POLICY=PASSIVE``, from
 ``cleanrl_utils/__init__.py``, unless the environment says otherwise), glibc keeps freed memory
-(``benchmark/lab/malloc.py``, the scripts' ``mallopt`` thresholds) and the threads are the scripts'
+(``cleanrl_utils/cpu.py``, the scripts' ``mallopt`` thresholds) and the threads are the scripts'
 (``benchmark/lab/placement.py``).
 
 Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
@@ -50,8 +50,8 @@ import psutil
 import torch
 import tyro
 
-from benchmark.lab.malloc import keep_freed_memory
 from benchmark.lab.measured import cpu_name, repo_env, run_measured, visible_gpus
+from cleanrl_utils.cpu import keep_freed_memory
 from benchmark.lab.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.plot import RunCurve, load_run
 from cleanrl_utils.vector_envs import FRAME_SKIP, ale_game, envpool_available, make_atari_vector_env

@@ -28,6 +28,7 @@ from typing import TextIO
 
 import tyro
 
+from cleanrl_utils.cpu import usable_cores
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import is_python
 from cleanrl_utils.launch.processes import stop_process_groups
@@ -248,7 +249,7 @@ def run_env(workers: int) -> dict[str, str]:
     """The runs' environment: unbuffered Python output (live logs), and unless the caller set OMP_NUM_THREADS,
     the CPUs shared out between the parallel runs so N runs do not each start a thread per core."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // workers)))  # the cores this process may use
     return env
 
 

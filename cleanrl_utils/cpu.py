@@ -1,0 +1,43 @@
+"""A training process's CPU set-up, one place for the scripts and the lab: its threads and glibc's memory reuse.
+Threads, first found wins: --torch-threads/--env-threads; OMP_NUM_THREADS (the user's, the runner's, a scheduler's;
+not the 1 torchrun sets for several processes per node); SLURM_CPUS_PER_TASK; the cores this process may use
+(taskset, cgroups and Slurm set them). A Slurm task's CPUs and the cores are split among a node's ranks."""
+
+import ctypes.util
+import os
+import platform
+
+import torch
+
+from cleanrl_utils.validation import thread_counts
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks=1, cores=0, notes=True):
+    """(cores of this rank, env threads, torch threads, where the torch threads' number comes from)."""
+    cores = max(1, (cores or usable_cores()) // local_ranks)
+    omp, slurm = os.environ.get("OMP_NUM_THREADS", ""), os.environ.get("SLURM_CPUS_PER_TASK", "")
+    budget, source = cores, "its cores"
+    torchruns = omp == "1" and local_ranks > 1 and "TORCHELASTIC_RUN_ID" in os.environ  # torchrun's, not a choice
+    if omp.isdigit() and int(omp) > 0 and not torchruns:
+        budget, source = int(omp), "OMP_NUM_THREADS"
+    elif slurm.isdigit() and int(slurm) > 0:
+        budget, source = max(1, int(slurm) // local_ranks), "SLURM_CPUS_PER_TASK"
+    env, threads = thread_counts(env_threads, torch_threads, cores, num_envs, notes)  # a flag: capped at the cores
+    return cores, env if env_threads else min(budget, num_envs), threads if torch_threads else budget, source
+
+
+def keep_freed_memory(limit: int = 1 << 30) -> bool:
+    """glibc keeps freed memory for the next minibatch instead of unmapping it (page faults; docs/throughput.md)."""
+    libc = platform.libc_ver()[0] == "glibc" and ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    return bool(libc and libc.mallopt(-3, limit) and libc.mallopt(-1, limit))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+
+
+def setup_cpu(args, num_envs: int, local_ranks: int = 1, notes: bool = True):
+    """`thread_plan` for the script's --env-threads/--torch-threads, torch's threads set, freed memory kept."""
+    cores, env, threads, source = thread_plan(args.env_threads, args.torch_threads, num_envs, local_ranks, 0, notes)
+    torch.set_num_threads(threads), keep_freed_memory()
+    return cores, env, threads, "--torch-threads" if args.torch_threads else source

@@ -1,0 +1,74 @@
+"""cleanrl_utils/cpu.py, the CPU set-up of the scripts and the lab: a thread setting of the user, the runner or the
+scheduler wins over the script's own sizing, and the start line says where the number came from; two runs side by
+side under the runner's environment each use their share."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import pytest
+from helpers import start_script, wait_for
+
+from cleanrl_utils.cpu import thread_plan
+from cleanrl_utils.launch.benchmark import run_env
+
+
+@pytest.fixture
+def bare(monkeypatch):
+    for name in ("OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_flags_then_omp_then_slurm_then_the_cores(bare):
+    assert thread_plan(0, 0, 8, cores=16) == (16, 8, 16, "its cores")
+    assert thread_plan(0, 0, 8, local_ranks=2, cores=16) == (8, 8, 8, "its cores")  # a rank's share
+    assert thread_plan(0, 0, 8, local_ranks=4, cores=2)[:3] == (1, 1, 1)  # at least one each
+    bare.setenv("SLURM_CPUS_PER_TASK", "4")
+    assert thread_plan(0, 0, 8, local_ranks=2, cores=16) == (8, 2, 2, "SLURM_CPUS_PER_TASK")  # the task's, shared
+    bare.setenv("OMP_NUM_THREADS", "3")
+    assert thread_plan(0, 0, 8, cores=16) == (16, 3, 3, "OMP_NUM_THREADS")
+    assert thread_plan(5, 2, 8, cores=16) == (16, 5, 2, "OMP_NUM_THREADS")  # flags win (setup_cpu names them)
+    assert thread_plan(0, 0, 2, cores=16)[1] == 2  # never more env threads than envs
+
+
+def test_the_1_torchrun_sets_for_several_ranks_is_not_a_choice(bare):
+    bare.setenv("OMP_NUM_THREADS", "1")
+    bare.setenv("TORCHELASTIC_RUN_ID", "job")
+    assert thread_plan(0, 0, 8, local_ranks=2, cores=16) == (8, 8, 8, "its cores")
+    assert thread_plan(0, 0, 8, local_ranks=1, cores=16) == (16, 1, 1, "OMP_NUM_THREADS")
+
+
+def threads_of(pid: int) -> int:
+    return int(re.search(r"Threads:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_two_runs_side_by_side_each_use_their_share(tmp_path, bare):
+    env = {key: value for key, value in run_env(workers=2).items() if key in ("OMP_NUM_THREADS", "PYTHONUNBUFFERED")}
+    share = int(env["OMP_NUM_THREADS"])
+    assert share == max(1, len(os.sched_getaffinity(0)) // 2)
+    run = ["cleanrl/ppo_atari.py", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "100000"]
+    procs = {}
+    for name, extra in (("a", env), ("b", env), ("alone", {})):
+        args = [*run, "--no-progress-bar", "--run-name", name, "--runs-dir", str(tmp_path / "runs")]
+        procs[name] = start_script(args, tmp_path, tmp_path / f"{name}.txt", env=extra)
+    try:
+        for name, proc in procs.items():
+            wait_for(tmp_path / f"{name}.txt", "global_step=", proc, timeout=300)
+        time.sleep(2)
+        counts = {name: threads_of(proc.pid) for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+    for name in ("a", "b"):
+        assert f" {share} torch threads (OMP_NUM_THREADS)" in (tmp_path / f"{name}.txt").read_text()
+    cores = len(os.sched_getaffinity(0))
+    assert f"{cores} cores: {cores} torch threads (its cores)" in (tmp_path / "alone.txt").read_text()
+    if share < cores:  # fewer torch threads, fewer OS threads than the run sized to all the cores
+        assert counts["a"] == counts["b"] < counts["alone"], counts
