@@ -10,7 +10,7 @@ from helpers import REPO_ROOT
 
 PRODUCT = [REPO_ROOT / "cleanrl", REPO_ROOT / "cleanrl_utils"]
 LAB = REPO_ROOT / "benchmark" / "lab"
-LAB_MODULES = ["throughput", "seed_claims", "gpu_check", "learning", "host_syncs", "measured", "placement", "malloc"]
+LAB_MODULES = ["throughput", "seed_claims", "gpu_check", "learning", "host_syncs", "measured", "placement"]
 
 
 def imported_modules(path: Path, root: Path = REPO_ROOT) -> list[tuple[int, str]]:
