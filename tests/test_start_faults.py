@@ -1,0 +1,67 @@
+"""Faults at the start of a run, on the real scripts: Ctrl-C while a script is still loading, an id with sticky
+actions, an empty --runs-dir, and a checkpoint resumed with the wrong script. Each ends in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script
+
+TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64", "--no-progress-bar", "--torch-threads", "1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["cleanrl/ppo_atari.py", "cleanrl/ppo.py"])
+@pytest.mark.parametrize("delay", [0.3, 1.0, 2.5])
+def test_ctrl_c_at_any_moment_of_start_up_is_a_one_line_stop(tmp_path, script, delay):
+    """SIGINT while torch, the emulator or the envs load: a short message and a non-zero exit, never a traceback (a
+    signal that lands once the run's own handling is in place is its usual checkpointed stop, also without one)."""
+    flags = TINY if script.endswith("ppo_atari.py") else ["--total-timesteps", "64", "--no-progress-bar"]
+    log = tmp_path / "out.log"
+    proc = start_script([script, *flags, "--runs-dir", str(tmp_path / "runs")], tmp_path, log)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) != 0
+    text = log.read_text()
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert "interrupted while starting" in text or "stopped at global step" in text, text
+
+
+@pytest.mark.slow
+def test_an_id_with_sticky_actions_runs_with_one_note_naming_cleanrls_id(tmp_path):
+    result = run_script(
+        ["cleanrl/ppo_atari.py", "--env-id", "ALE/Breakout-v5", *TINY, "--runs-dir", str(tmp_path / "runs")],
+        tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    notes = [line for line in result.stdout.splitlines() if "sticky actions" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "BreakoutNoFrameskip-v4" in notes[0], notes
+    assert "0.25" in notes[0]
+
+
+@pytest.mark.parametrize("script", ["cleanrl/ppo_atari.py", "cleanrl/ppo.py"])
+def test_an_empty_runs_dir_is_refused_before_anything_is_written(tmp_path, script):
+    result = run_script([script, "--runs-dir", "", "--total-timesteps", "64"], tmp_path, timeout=120)
+    assert_one_line_error(result, "--runs-dir is empty")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_cartpole_checkpoint_resumed_with_the_atari_script_names_the_script_that_made_it(tmp_path):
+    runs = str(tmp_path / "runs")
+    made = run_script(
+        ["cleanrl/ppo.py", "--total-timesteps", "512", "--no-progress-bar", "--runs-dir", runs, "--run-name", "cp"],
+        tmp_path,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    before = sorted(os.listdir(os.path.join(runs, "cp")))
+    result = run_script(["cleanrl/ppo_atari.py", "--resume", "--run-name", "cp", "--runs-dir", runs], tmp_path, 120)
+    assert_one_line_error(result, "ppo.py")
+    assert "--total-timesteps" not in result.stderr
+    assert str(REPO_ROOT / "cleanrl" / "ppo.py") in result.stderr or "cleanrl/ppo.py" in result.stderr
+    assert sorted(os.listdir(os.path.join(runs, "cp"))) == before  # nothing written by the refused resume
