@@ -337,7 +337,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     if refused := [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]:
         fail(
             f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
-            "new run with another --run-name (in a cleanrl_utils.launch.benchmark sweep: another --exp-name; what may "
+            "new run with another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name; what may "
             "change on a resume is listed under --resume in --help)"
         )
     for _, note in changed:  # each a flag that a resume may change
@@ -347,7 +347,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         print(
             f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
             "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
-            "cleanrl_utils.launch.benchmark sweep, another --exp-name)",
+            "cleanrl_utils.benchmark sweep, another --exp-name)",
             flush=True,
         )
         sys.exit(0)

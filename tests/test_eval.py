@@ -196,7 +196,7 @@ def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     modules = entry_points()
-    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.launch.benchmark"} <= set(
+    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.benchmark"} <= set(
         modules
     )
     runs = [("-m", m, env) for m in modules]

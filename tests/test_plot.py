@@ -23,7 +23,7 @@ def runs(tmp_path_factory):
     )
     res = run_script(
         [
-            "cleanrl_utils/launch/benchmark.py",
+            "cleanrl_utils/benchmark.py",
             "--env-ids",
             "CartPole-v1",
             "--num-seeds",

@@ -224,7 +224,7 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     assert_one_line_error(refused, "--learning-rate 0.002 (the run has --learning-rate 0.001)")
     assert "--clip-coef 0.3" in refused.stderr and "--seed 7" in refused.stderr and "--num-envs" not in refused.stderr
     assert (
-        "in a cleanrl_utils.launch.benchmark sweep: another --exp-name" in refused.stderr
+        "in a cleanrl_utils.benchmark sweep: another --exp-name" in refused.stderr
     )  # where a sweep names its runs
 
     # a larger --total-timesteps extends the finished run; the learning rate anneals to the new end

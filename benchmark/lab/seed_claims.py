@@ -799,7 +799,7 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
 
 def seed_errors(results: dict[str, Any]) -> list[str]:
     """The write-up's factual errors, each with the evidence from this run or this repository."""
-    from cleanrl_utils.launch.submit_exp import INSTANCE_TYPES
+    from cleanrl_utils.submit_exp import INSTANCE_TYPES
 
     env = results["sync_env_only"]
     n = max(env, key=int)
@@ -817,7 +817,7 @@ def seed_errors(results: dict[str, Any]) -> list[str]:
         "vector_env.reset()`: gymnasium 1.x returns five values from `step` (terminations and truncations apart) and "
         "`(obs, infos)` from `reset`.",
         f'Its cluster example submits `--instance-type c5.12xlarge` for "4 nodes x 8 GPUs": a c5.12xlarge has '
-        f"{vcpus} vCPUs and {gpus} GPUs (cleanrl_utils/launch/submit_exp.py's table).",
+        f"{vcpus} vCPUs and {gpus} GPUs (cleanrl_utils/submit_exp.py's table).",
         'Its "exponential" speed-up: data-parallel sampling and training scale at best linearly in the '
         "workers, less the communication (see the model).",
     ]

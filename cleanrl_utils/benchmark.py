@@ -6,11 +6,11 @@ on Slurm), the grid skips the runs that are complete and continues the cut ones 
 (docs/cluster.md).
 
     # print the commands
-    python -m cleanrl_utils.launch.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
     # run them 4 at a time, one log file per run under benchmark_logs/
-    python -m cleanrl_utils.launch.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
     # render a job-array sbatch script (and submit it with sbatch because --workers > 0)
-    python -m cleanrl_utils.launch.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
+    python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
         --slurm-template-path benchmark/slurm_gpu.template --workers 1
 """
 
