@@ -445,7 +445,7 @@ if __name__ == "__main__":
             env_seconds += time.perf_counter() - env_start
             next_done = np.logical_or(terminations, truncations).astype(np.float32)
             host_obs.copy_(torch.from_numpy(next_obs)), host_reward.copy_(torch.from_numpy(reward))
-            next_obs = host_obs.to(device, non_blocking=True)
+            next_obs = host_obs.to(device, non_blocking=True, copy=True)  # its own: host_obs changes next step
             rewards[step] = host_reward.to(device, non_blocking=True)
             if "episode" in infos.get("final_info", {}):  # full games (all lives) that ended on this step
                 game, ended = infos["final_info"]["episode"], infos["final_info"]["_episode"]
