@@ -52,7 +52,8 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.validation import check_positive, fail
-from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, supports_resume, sweep_run_of
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, supports_resume
+from cleanrl_utils.launch.runs import sweep_run_of
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
