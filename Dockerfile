@@ -1,4 +1,4 @@
-# The image the jobs of cleanrl_utils/launch/submit_exp.py run on AWS Batch: this repository installed with PyTorch,
+# The image the jobs of cleanrl_utils/submit_exp.py run on AWS Batch: this repository installed with PyTorch,
 # working directory /cleanrl, so job commands such as `torchrun ... cleanrl/ppo_atari_multigpu.py` run as in a checkout.
 #   docker build -t cleanrl-throughput .                       # CUDA build of torch (g5/p3/p4d instances)
 #   docker build -t cleanrl-throughput:cpu --build-arg TORCH_INDEX_URL=<PyTorch's CPU wheel index> .

@@ -16,7 +16,7 @@
 # full: CleanRL's benchmark (Breakout, Pong, BeamRider; 10M steps; 3 seeds) is a cluster's job. Each of its runs
 # is one line of `python -m benchmark.lab.learning commands --profile full`; as a Slurm job array through the
 # runner (one GPU per task), one backend at a time:
-#   python -m cleanrl_utils.launch.benchmark --env-ids BreakoutNoFrameskip-v4 PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 \
+#   python -m cleanrl_utils.benchmark --env-ids BreakoutNoFrameskip-v4 PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 \
 #       --command "python cleanrl/ppo_atari.py --vector-env envpool --exp-name envpool --runs-dir runs/learning" \
 #       --num-seeds 3 --workers 1 --slurm-template-path benchmark/slurm_gpu.template
 # then `python -m cleanrl_utils.plot --run-dirs runs/learning --output full_curves` for the curves and table.

@@ -13,17 +13,17 @@
 # Extra flags go to both sweeps: `bash benchmark/ppo.sh --workers 0` only prints the 18 commands, and
 # `--slurm-template-path benchmark/slurm_gpu.template` sends them to Slurm as job arrays instead.
 set -euo pipefail
-HELP_MODULE=cleanrl_utils.launch.benchmark source "$(dirname "$0")/usage.sh"
+HELP_MODULE=cleanrl_utils.benchmark source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
-python -m cleanrl_utils.launch.benchmark \
+python -m cleanrl_utils.benchmark \
     --env-ids CartPole-v1 Acrobot-v1 MountainCar-v0 \
     --command "python cleanrl/ppo.py --no-cuda" \
     --num-seeds 3 \
     --workers 3 \
     "$@"
 
-python -m cleanrl_utils.launch.benchmark \
+python -m cleanrl_utils.benchmark \
     --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
     --command "python cleanrl/ppo_atari.py" \
     --num-seeds 3 \

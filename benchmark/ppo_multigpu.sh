@@ -6,15 +6,15 @@
 # takes ~1.5 h and the sweep ~14 h.
 #
 # On a Slurm cluster, the same grid as multi-node jobs (one torchrun per node, 2 nodes x 8 GPUs per run):
-#   python -m cleanrl_utils.launch.benchmark --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
+#   python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
 #       --command "python cleanrl/ppo_atari_multigpu.py --num-envs 128" --num-seeds 3 --workers 1 \
 #       --slurm-template-path benchmark/slurm_multinode.template --slurm-nodes 2 --slurm-gpus-per-task 8
 # Extra flags go to the sweep (e.g. `--workers 0` only prints the commands).
 set -euo pipefail
-HELP_MODULE=cleanrl_utils.launch.benchmark source "$(dirname "$0")/usage.sh"
+HELP_MODULE=cleanrl_utils.benchmark source "$(dirname "$0")/usage.sh"
 cd "$(dirname "$0")/.."
 
-python -m cleanrl_utils.launch.benchmark \
+python -m cleanrl_utils.benchmark \
     --env-ids PongNoFrameskip-v4 BeamRiderNoFrameskip-v4 BreakoutNoFrameskip-v4 \
     --command "torchrun --standalone --nnodes=1 --nproc-per-node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16" \
     --num-seeds 3 \

@@ -22,9 +22,11 @@ from torch.distributions.categorical import Categorical
 from cleanrl_utils.cpu import setup_cpu
 from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
-from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
-from cleanrl_utils.validation import Count, check_atari_env_id, check_batch, check_extras, check_ranges
+from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
+from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
+from cleanrl_utils.resume import open_run, restore_rng, resume_command, start_run
+from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
+from cleanrl_utils.validation import check_batch
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -54,8 +56,7 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: ResumeMode = "no"
-    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda)"""
+    resume: ResumeMode = "no"  # its help (what a resume may change) is built in cleanrl_utils/resume.py
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -160,8 +161,7 @@ class Agent(nn.Module):
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a [num_steps, num_envs] rollout. `dones[t]` is 1 when `obs[t]` starts a
-    new episode, so step t+1's value is bootstrapped only if `dones[t + 1]` is 0 (`next_done` after the last step)."""
+    """GAE over a [num_steps, num_envs] rollout; `dones[t]`: `obs[t]` starts an episode (no bootstrap from it)."""
     nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
     nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
     deltas = rewards + gamma * nextvalues * nextnonterminal - values
@@ -182,8 +182,7 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
 
 
 def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
-    """The PPO epochs on the batch (`epochs`: per epoch, the minibatch index arrays). Returns the last minibatch's
-    losses and the mean clip fraction, read back in one transfer at the end: no host sync per minibatch."""
+    """The PPO epochs (`epochs`: each one's minibatch index arrays); the last losses, in one transfer (no host syncs)."""
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
@@ -228,17 +227,19 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
         if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach()
-    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers.cpu().numpy().tolist()
-    return {
-        "value_loss": v_loss,
-        "policy_loss": pg_loss,
-        "entropy": entropy_loss,
-        "old_approx_kl": old_approx_kl,
-        "approx_kl": approx_kl,
-        "clipfrac": float(np.mean(clipfracs)),
-        "grad_norm": grad_norm,  # of the last minibatch, before clipping
-    }
+    numbers = (
+        torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach().cpu()
+    )
+    numbers = numbers.numpy().tolist()
+    names = [
+        "value_loss",
+        "policy_loss",
+        "entropy",
+        "old_approx_kl",
+        "approx_kl",
+        "grad_norm",
+    ]  # grad_norm: before clipping
+    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}
 
 
 if __name__ == "__main__":
@@ -252,7 +253,7 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     check_atari_env_id(args.env_id)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    check_backend(args.vector_env, args.num_envs, capture_video=args.capture_video)
+    check_backend(args.vector_env, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track)
     # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.num_envs)
@@ -264,15 +265,10 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
+    videos = os.path.join(args.runs_dir, run_name, "videos") if args.capture_video else None  # env 0's games
     with interrupts_ignored():
         envs = make_atari_vector_env(
-            args.vector_env,
-            args.env_id,
-            args.num_envs,
-            env_threads=env_threads,
-            seed=args.seed,
-            capture_video=args.capture_video,
-            video_folder=os.path.join(args.runs_dir, run_name, "videos"),
+            args.vector_env, args.env_id, args.num_envs, env_threads=env_threads, seed=args.seed, video_folder=videos
         )
     agent = Agent(envs, bf16=args.bf16).to(device)
     if args.compile:  # one graph per batch shape (rollout, bootstrap, minibatch)
@@ -302,11 +298,8 @@ if __name__ == "__main__":
     if args.bf16 and not native_bf16:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps:
-        print(
-            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-            f"runs {args.num_iterations * args.batch_size} steps",
-            flush=True,
-        )
+        steps = args.num_iterations * args.batch_size
+        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch: runs {steps} steps")
     if ckpt is not None:
         print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
     if args.track:
@@ -377,7 +370,7 @@ if __name__ == "__main__":
             env_seconds += time.perf_counter() - env_start
             next_done = np.logical_or(terminations, truncations).astype(np.float32)
             host_obs.copy_(torch.from_numpy(next_obs)), host_reward.copy_(torch.from_numpy(reward))
-            next_obs = host_obs.to(device, non_blocking=True)
+            next_obs = host_obs.to(device, non_blocking=True, copy=True)  # its own: host_obs changes next step
             rewards[step] = host_reward.to(device, non_blocking=True)
             if "episode" in infos.get("final_info", {}):  # full games (all lives) that ended on this step
                 game, ended = infos["final_info"]["episode"], infos["final_info"]["_episode"]
@@ -409,11 +402,8 @@ if __name__ == "__main__":
         y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-        lap = {
-            "env": env_seconds,
-            "inference": learn_start - rollout_start - env_seconds,
-            "learn": time.perf_counter() - learn_start,
-        }
+        lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds}
+        lap["learn"] = time.perf_counter() - learn_start
         stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
@@ -445,12 +435,8 @@ if __name__ == "__main__":
     envs.close()
     writer.close()
     if stop.requested:
-        print(
-            f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-            f"{resume_command(args, run_name)}",
-            file=sys.stderr,
-            flush=True,
-        )
+        resume = resume_command(args, run_name)
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}", file=sys.stderr)
     if args.save_model:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)

@@ -26,10 +26,10 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
-from cleanrl_utils.distributed import decided_on_rank0, end_rank, gather_to_all, init_distributed, mean_over_ranks
-from cleanrl_utils.distributed import open_run, print_launch_notes, rank_lifetime, read_dist_env, resolve_device
-from cleanrl_utils.distributed import resolve_sizes
-from cleanrl_utils.distributed import resolve_run_name, restart_count, restore_rng, resume_command, start_run
+from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks
+from cleanrl_utils.distributed import print_launch_notes, read_dist_env, resolve_device, resolve_sizes, restart_count
+from cleanrl_utils.elastic import end_rank, job_resume_command, open_job_run, rank_lifetime, restarted_run_name
+from cleanrl_utils.elastic import restore_rank_rng, start_rank_run
 from cleanrl_utils.cpu import setup_cpu
 from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
@@ -65,8 +65,7 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: ResumeMode = "no"
-    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --bf16, --cuda, --backend, --device-ids, --dist-timeout, --local-num-envs: the world size may change, the envs of all ranks together may not)"""
+    resume: ResumeMode = "no"  # its help (what a resume may change) is built in cleanrl_utils/resume.py
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -187,8 +186,7 @@ class Agent(nn.Module):
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """Generalized advantage estimation over a [num_steps, num_envs] rollout. `dones[t]` is 1 when `obs[t]` starts a
-    new episode, so step t+1's value is bootstrapped only if `dones[t + 1]` is 0 (`next_done` after the last step)."""
+    """GAE over a [num_steps, num_envs] rollout; `dones[t]`: `obs[t]` starts an episode (no bootstrap from it)."""
     nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
     nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
     deltas = rewards + gamma * nextvalues * nextnonterminal - values
@@ -221,10 +219,8 @@ def normalize_advantages(adv: torch.Tensor, world_size: int) -> torch.Tensor:
 
 
 def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
-    """The PPO epochs on the batch (`epochs`: per epoch, the minibatch index arrays). Returns the last minibatch's
-    losses and the mean clip fraction, read back in one transfer at the end: no host sync per minibatch.
-    Every rank runs the same minibatches: each makes two all-reduces (advantage moments, gradients)."""
-    world_size = args.world_size
+    """The PPO epochs (`epochs`: each one's minibatch index arrays); the last losses, in one transfer (no host syncs)."""
+    world_size = args.world_size  # every rank runs the same minibatches, each with 2 all-reduces (advantages, grads)
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
@@ -275,53 +271,53 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
         if args.target_kl is not None and mean_over_ranks(approx_kl, world_size) > args.target_kl:  # a host sync
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach()
-    v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers.cpu().numpy().tolist()
-    return {
-        "value_loss": v_loss,
-        "policy_loss": pg_loss,
-        "entropy": entropy_loss,
-        "old_approx_kl": old_approx_kl,
-        "approx_kl": approx_kl,
-        "clipfrac": float(np.mean(clipfracs)),
-        "grad_norm": grad_norm,  # of the last minibatch, before clipping
-    }
+    numbers = (
+        torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach().cpu()
+    )
+    numbers = numbers.numpy().tolist()
+    names = [
+        "value_loss",
+        "policy_loss",
+        "entropy",
+        "old_approx_kl",
+        "approx_kl",
+        "grad_norm",
+    ]  # grad_norm: before clipping
+    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}
 
 
 if __name__ == "__main__":
     info = read_dist_env()
     rank0 = info.rank == 0
-    args, run_name, ckpt = start_run(Args, __file__, info)  # a resume: the run's stored settings and its checkpoint
+    args, run_name, ckpt = start_rank_run(
+        Args, __file__, info
+    )  # a resume: the run's stored settings and its checkpoint
 
     # everything that can be checked is checked here, before the run writes anything
     check_ranges(args)
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
     check_atari_env_id(args.env_id)
     device, backend = resolve_device(args, info)
-    check_backend(args.vector_env, args.local_num_envs, capture_video=args.capture_video)
+    check_backend(args.vector_env, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0)
     # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.local_num_envs, info.local_world_size, rank0)
 
-    # TRY NOT TO MODIFY: seeding (rank 0 of a 1-process run draws exactly like ppo_atari.py)
-    random.seed(args.seed + info.rank)
+    # TRY NOT TO MODIFY: seeding
+    random.seed(args.seed + info.rank)  # rank 0 of a 1-process run draws exactly like ppo_atari.py
     np.random.seed(args.seed + info.rank)
     torch.manual_seed(args.seed + info.rank)
     torch.backends.cudnn.deterministic = args.torch_deterministic
 
     # env setup; the env worker processes ignore Ctrl-C: this process stops them when it stops
+    videos = os.path.join(args.runs_dir, run_name, "videos") if args.capture_video and rank0 else None  # env 0's games
+    seed0 = args.seed + info.rank * args.local_num_envs  # env 0's seed: each rank's games differ from the others'
     with interrupts_ignored():
         envs = make_atari_vector_env(
-            args.vector_env,
-            args.env_id,
-            args.local_num_envs,
-            env_threads=env_threads,
-            seed=args.seed + info.rank * args.local_num_envs,
-            capture_video=args.capture_video and rank0,
-            video_folder=os.path.join(args.runs_dir, run_name, "videos"),
+            args.vector_env, args.env_id, args.local_num_envs, env_threads=env_threads, seed=seed0, video_folder=videos
         )
-    resume = resume_command(args, run_name, info)  # the command line that continues this run
-    close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (distributed.py)
+    resume = job_resume_command(args, run_name, info)  # the command line that continues this run
+    close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (elastic.py)
     # after the envs: async env workers then fork no communication threads; sets the device too
     init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)
     agent = Agent(envs, bf16=args.bf16).to(device)
@@ -336,14 +332,16 @@ if __name__ == "__main__":
     # a restart if ANY rank's agent counted one (across nodes the counts differ): then resume
     restart = max(gather_to_all(restart_count(), info.world_size))
     if rank0 and restart > restart_count():
-        run_name = resolve_run_name(args, True)
+        run_name = restarted_run_name(args, True)
 
     # resume: the state, iteration, global step and RNG states from the run's checkpoint
-    run_dir, ckpt = decided_on_rank0(lambda: open_run(args, run_name, state, __file__, restart, ckpt), info)  # rank 0
+    run_dir, ckpt = decided_on_rank0(
+        lambda: open_job_run(args, run_name, state, __file__, restart, ckpt), info
+    )  # rank 0
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
         start_iteration, global_step, recent_returns = load_state(state, ckpt)
-        restore_rng(ckpt, info, args.seed, device)
+        restore_rank_rng(ckpt, info, args.seed, device)
     for param in agent.parameters() if info.world_size > 1 else []:  # identical start: rank 0's parameters
         dist.broadcast(param.data, src=0)
 
@@ -363,11 +361,8 @@ if __name__ == "__main__":
     if args.bf16 and not native_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps and rank0:
-        print(
-            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({args.batch_size}): "
-            f"runs {args.num_iterations * args.batch_size} steps",
-            flush=True,
-        )
+        steps = args.num_iterations * args.batch_size
+        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch: runs {steps} steps")
     if ckpt is not None and rank0:
         again = f" (torchrun restart {restart})" if restart else ""
         print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
@@ -441,7 +436,7 @@ if __name__ == "__main__":
             env_seconds += time.perf_counter() - env_start
             next_done = np.logical_or(terminations, truncations).astype(np.float32)
             host_obs.copy_(torch.from_numpy(next_obs)), host_reward.copy_(torch.from_numpy(reward))
-            next_obs = host_obs.to(device, non_blocking=True)
+            next_obs = host_obs.to(device, non_blocking=True, copy=True)  # its own: host_obs changes next step
             rewards[step] = host_reward.to(device, non_blocking=True)
             if "episode" in infos.get("final_info", {}):  # full games (all lives) that ended on this step
                 game, ended = infos["final_info"]["episode"], infos["final_info"]["_episode"]
@@ -480,11 +475,8 @@ if __name__ == "__main__":
         # after the gather waits for the next one, or one rank would leave while the others go on (a deadlock)
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
-        lap = {
-            "env": env_seconds,
-            "inference": learn_start - rollout_start - env_seconds,
-            "learn": time.perf_counter() - learn_start,
-        }
+        lap = {"env": env_seconds, "inference": learn_start - rollout_start - env_seconds}
+        lap["learn"] = time.perf_counter() - learn_start
         stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
@@ -518,16 +510,12 @@ if __name__ == "__main__":
 
     progress.close()
     if stop.requested and rank0:
-        print(
-            f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
-            f"{resume_command(args, run_name, info)}",
-            file=sys.stderr,
-            flush=True,
-        )
+        resume = job_resume_command(args, run_name, info)
+        print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}", file=sys.stderr)
     if args.save_model and rank0:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)
         print(f"model saved to {model_path}", flush=True)
     if info.world_size > 1:
         dist.barrier()  # leave together: no rank tears down its connections while rank 0 still saves
-    end_rank(128 + stop.requested if stop.requested else 0)  # closes, leaves the group, exits (distributed.py)
+    end_rank(128 + stop.requested if stop.requested else 0)  # closes, leaves the group, exits (elastic.py)

@@ -1,5 +1,4 @@
-"""The Atari preprocessing of the PPO/DQN literature (Mnih et al. 2015) for gymnasium 1.x, as in CleanRL and SB3:
-the wrappers of ``make_atari_env``, from the emulator outwards."""
+"""The Atari preprocessing of Mnih et al. 2015 for gymnasium 1.x, as in CleanRL and SB3 (``make_atari_env``)."""
 
 from typing import Any, SupportsFloat
 
@@ -8,11 +7,11 @@ import numpy as np
 
 NOOP_ACTION = 0
 FIRE_ACTION = 1
+MAX_FRAMES = 108_000  # 30 minutes of play, a game's cap on every backend
 
 
 class EpisodicLifeEnv(gym.Wrapper):
-    """A lost life returns ``terminated=True`` while the game goes on (Mnih et al. 2015): ``reset`` then takes one
-    no-op step instead of resetting the emulator, so the agent plays on with fewer lives."""
+    """A lost life is ``terminated=True``; ``reset`` then takes a no-op step, not a new game (fewer lives)."""
 
     lives, was_real_done = 0, True  # the first reset starts a new game
 
@@ -72,29 +71,15 @@ def needs_fire_reset(env: gym.Env) -> bool:
 
 
 def make_atari_env(
-    env_id: str,
-    *,
-    frame_stack: int = 4,
-    noop_max: int = 30,
-    episodic_life: bool = True,
-    clip_reward: bool = True,
-    render_mode: str | None = None,
-    max_episode_frames: int = 108_000,
-    video_folder: str | None = None,
+    env_id, frame_stack=4, noop_max=30, episodic_life=True, clip_reward=True, max_frames=MAX_FRAMES, video_folder=None
 ) -> gym.Env:
-    """One preprocessed Atari env; the emulator stops a game at ``max_episode_frames`` (30 minutes of play, as on every
-    backend); with ``video_folder``, whole games are recorded there (``RecordVideo``, needs moviepy)."""
+    """One preprocessed Atari env; with ``video_folder``, whole games are recorded there (``RecordVideo``, moviepy)."""
     import ale_py
 
     gym.register_envs(ale_py)
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr for every emulator
-    env = gym.make(
-        env_id,
-        frameskip=1,
-        max_num_frames_per_episode=max_episode_frames,
-        render_mode="rgb_array" if video_folder else render_mode,
-        obs_type="ram",
-    )
+    render_mode = "rgb_array" if video_folder else None
+    env = gym.make(env_id, frameskip=1, max_num_frames_per_episode=max_frames, render_mode=render_mode, obs_type="ram")
     # AtariPreprocessing reads the screens it pools from the emulator itself: the env returns its 128-byte RAM, not an
     # RGB screen nobody reads (docs/throughput.md); the screen's space stays declared, for AtariPreprocessing's buffers
     height, width = env.unwrapped.ale.getScreenDims()

@@ -9,11 +9,24 @@ import platform
 
 import torch
 
-from cleanrl_utils.validation import thread_counts
-
 
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def thread_counts(
+    env_threads: int, torch_threads: int, cores: int, num_envs: int, notes: bool = True
+) -> tuple[int, int]:
+    """The env and torch threads of a process that may use `cores` cores: 0 picks min(cores, num_envs) and `cores`;
+    more is capped at `cores`, with a note if `notes` (not in `check_ranges`: another machine's job has other cores)."""
+    for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
+        if asked > cores and notes:
+            print(
+                f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
+                f"{cores} (more threads than cores only wait for each other)",
+                flush=True,
+            )
+    return min(env_threads, cores) or min(cores, num_envs), min(torch_threads, cores) or cores
 
 
 def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks=1, cores=0, notes=True):

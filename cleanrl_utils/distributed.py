@@ -1,31 +1,22 @@
-"""Plumbing of a torch.distributed job for cleanrl/ppo_atari_multigpu.py: where a process sits in the job, its device,
-joining and leaving the process group, agreeing on rank 0's decisions, and the run's folder and checkpoint over ranks
-and torchrun restarts (cleanrl_utils/resume.py's functions for a job). (What data parallelism *does* to PPO, the
-parameter broadcast, the gradient all-reduce and the global advantage normalisation, is in the script.)
+"""The data-parallel core of cleanrl/ppo_atari_multigpu.py: where a process sits in the job, its sizes and device,
+joining the process group, and the collectives (rank 0's decisions, gathers, means). A run over ranks and torchrun
+restarts, and a rank's exit: cleanrl_utils/elastic.py. (What data parallelism does to PPO is in the script.)
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import io
 import os
-import pathlib
-import random
-import shlex
 import sys
-import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable
 
-import numpy as np
 import torch
 import torch.distributed as dist
-import tyro
 
-from cleanrl_utils import resume, validation
-from cleanrl_utils.validation import check_positive, fail
+from cleanrl_utils import validation
+from cleanrl_utils.validation import check_batch, fail
 
 DEFAULT_LOCAL_NUM_ENVS = 8
 
@@ -71,19 +62,9 @@ def read_dist_env() -> DistInfo:
 
 
 def resolve_sizes(args, world_size: int) -> None:
-    """Fill in the env counts, batch sizes and iterations of a data-parallel run (args of ppo_atari_multigpu.py): each
-    rank steps `local_num_envs` envs, a batch is `local_batch_size` per rank and `batch_size` in all. Every rank
-    computes the same, before any communication; impossible combinations are one-line errors."""
-    check_positive(
-        num_steps=args.num_steps,
-        num_minibatches=args.num_minibatches,
-        update_epochs=args.update_epochs,
-        total_timesteps=args.total_timesteps,
-        learning_rate=args.learning_rate,
-        dist_timeout=args.dist_timeout,
-    )
-    given = {k: v for k, v in (("num_envs", args.num_envs), ("local_num_envs", args.local_num_envs)) if v is not None}
-    check_positive(**given)
+    """The env counts, batch sizes and iterations of a data-parallel run (args of ppo_atari_multigpu.py): each rank
+    steps `local_num_envs` envs, its batch is `local_batch_size`, all ranks' `batch_size`. (The ranges and the batch:
+    `validation.check_ranges` and `check_batch`, as in ppo_atari.py.)"""
     if args.local_num_envs is None:
         if args.num_envs is None:
             args.local_num_envs = DEFAULT_LOCAL_NUM_ENVS
@@ -99,23 +80,13 @@ def resolve_sizes(args, world_size: int) -> None:
             f"--num-envs {args.num_envs} and --local-num-envs {args.local_num_envs} disagree: with world size "
             f"{world_size}, --num-envs must be {args.local_num_envs * world_size} (or give only one of them)"
         )
+    check_batch(args.local_num_envs, args.num_steps, args.num_minibatches, args.total_timesteps, world_size)
     args.world_size = world_size
     args.num_envs = args.local_num_envs * world_size
     args.local_batch_size = args.local_num_envs * args.num_steps
     args.batch_size = args.local_batch_size * world_size
-    if args.local_batch_size % args.num_minibatches != 0:
-        fail(
-            f"the batch of each rank, local_num_envs*num_steps = {args.local_num_envs}*{args.num_steps} = "
-            f"{args.local_batch_size}, is not divisible by --num-minibatches {args.num_minibatches}"
-        )
-    if args.total_timesteps < args.batch_size:
-        fail(
-            f"--total-timesteps {args.total_timesteps} is smaller than one batch of all ranks (num_envs*num_steps = "
-            f"{args.num_envs}*{args.num_steps} = {args.batch_size}): no update would run"
-        )
     args.local_minibatch_size = args.local_batch_size // args.num_minibatches
     args.minibatch_size = args.local_minibatch_size * world_size
-    validation.check_minibatch(args.minibatch_size, "num_envs*num_steps/num_minibatches of all ranks")
     args.num_iterations = args.total_timesteps // args.batch_size
 
 
@@ -186,82 +157,6 @@ def restart_count() -> int:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
 
-ELASTIC_ID_FILE = "elastic_run_id"  # in the run's folder: the torchrun job running it (the same over restarts)
-
-
-def start_run(args_type, script: str, info: DistInfo):
-    """`resume.start_run` on one rank of a job, rank 0 deciding: another rank prints nothing and takes the run's
-    checkpoint where there is one (`--resume` as `--resume auto`: rank 0 fails for a missing one). After a torchrun
-    restart of this node's workers, every rank resumes as `--resume auto --run-name RUN` would, RUN from
-    `resolve_run_name`. The envs per rank are this launch's: --local-num-envs where given, else derived from
-    --num-envs and the world size (`resolve_sizes`)."""
-    argv = sys.argv[1:]
-    line = tyro.cli(args_type, args=argv)  # the command line's own settings
-    restarted = restart_count() > 0
-    if restarted or (info.rank != 0 and line.resume == "yes"):
-        argv = [*argv, "--resume=auto", f"--run-name={resolve_run_name(line, restarted)}"]
-    with contextlib.redirect_stdout(sys.stdout if info.rank == 0 else io.StringIO()):
-        args, run_name, ckpt = resume.start_run(args_type, script, argv)
-    # the launch's own --run-name and --resume (not those added above), and its envs per rank (None: derived)
-    args.run_name, args.resume, args.local_num_envs = line.run_name, line.resume, line.local_num_envs
-    return args, run_name, ckpt
-
-
-def resolve_run_name(args, restarted: bool) -> str:
-    """`resume.resolve_run_name`; after a torchrun restart (`restarted`), first the newest folder of this env/exp/seed
-    that recorded the job's TORCHELASTIC_RUN_ID (`open_run` records it: a default name's time cannot be recomputed)."""
-    elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
-    if restarted and elastic_id and not args.run_name:
-        prefix = f"{args.env_id}__{args.exp_name}__{args.seed}__".replace("/", "-")
-        folders = os.listdir(args.runs_dir) if os.path.isdir(args.runs_dir) else []
-        candidates = [os.path.join(args.runs_dir, d) for d in folders if d.startswith(prefix) or d == prefix[:-2]]
-        marked = [c for c in candidates if os.path.exists(os.path.join(c, ELASTIC_ID_FILE))]
-        mine = [c for c in marked if pathlib.Path(c, ELASTIC_ID_FILE).read_text().strip() == elastic_id]
-        if mine:
-            return os.path.basename(max(mine, key=os.path.getmtime))
-    return resume.resolve_run_name(args)
-
-
-def open_run(args, run_name: str, state: dict, script: str, restart: int, ckpt: Optional[dict]):
-    """`resume.open_run` on rank 0: the run's folder also records the torchrun job's id (for `resolve_run_name`);
-    after a restart that rank 0 did not count itself (another node's), the checkpoint is the folder's own."""
-    run_dir, _ = resume.open_run(args, run_name, state, script)
-    elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
-    if elastic_id and elastic_id != "none":  # "none": torchrun's default rendezvous id, the same for every job
-        pathlib.Path(run_dir, ELASTIC_ID_FILE).write_text(elastic_id)
-    path = os.path.join(run_dir, resume.CHECKPOINT_FILE)
-    if ckpt is None and restart and os.path.exists(path):
-        ckpt = resume.read_checkpoint(path, script)
-    return run_dir, None if ckpt is None else resume.check_checkpoint(ckpt, path, state, args)
-
-
-def resume_command(args, run_name: str, info: DistInfo) -> str:
-    """`resume.resume_command`; for a launched job, a torchrun launch of as many ranks (on several nodes, the
-    rendezvous endpoint is the user's own: HOST:PORT)."""
-    command = resume.resume_command(args, run_name)
-    if not info.launched:
-        return command
-    command = shlex.join(shlex.split(command)[1:])  # without the interpreter
-    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    nodes = max(1, int(os.environ.get("WORLD_SIZE", "1")) // per_node)
-    if nodes == 1:
-        return f"torchrun --standalone --nnodes=1 --nproc_per_node={per_node} {command}"
-    return (
-        f"torchrun --nnodes={nodes} --nproc_per_node={per_node} --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT "
-        f"{command} (on every node)"
-    )
-
-
-def restore_rng(ckpt: dict, info: DistInfo, seed: int, device: torch.device) -> None:
-    """This rank's RNG states from the checkpoint (`resume.restore_rng`); with another world size than the run's,
-    new deterministic streams."""
-    if len(ckpt["rng"]) == info.world_size:
-        resume.restore_rng(ckpt, device, info.rank)
-    else:
-        for seeder in (random.seed, np.random.seed, torch.manual_seed):
-            seeder(seed + info.rank + 1000 * ckpt["iteration"])
-
-
 def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: torch.device) -> None:
     """Make `device` current (after the env worker processes have started: they hold no CUDA context) and, on a
     launched rank, join the process group (a one-line error if it does not form); under torchrun, with keys of
@@ -291,6 +186,7 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
     if backend == "nccl" and not any(name in os.environ for name in NCCL_ERROR_VARIABLES):
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
     validation.QUIET_ERRORS = False  # from here on a rank's errors are its own (shared decisions: decided_on_rank0)
+    hook = sys.excepthook  # init_process_group installs an exception hook of its own: this one is put back
     try:
         if backend == "mpi":  # MPI knows the ranks
             dist.init_process_group(backend, timeout=timeout)
@@ -308,8 +204,7 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
     except Exception as exc:
         fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
     finally:
-        if _on_exception is not None:  # init_process_group installs an exception hook of its own
-            sys.excepthook = _on_exception
+        sys.excepthook = hook
 
 
 NCCL_ERROR_VARIABLES = (
@@ -371,79 +266,3 @@ def mean_over_ranks(x: torch.Tensor, world_size: int) -> torch.Tensor:
     total = x.detach().clone()
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total / world_size
-
-
-def is_dist_error(exc: BaseException) -> bool:
-    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
-
-
-def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "--resume") -> list[Callable[[], Any]]:
-    """The life of one rank from here on: returns `close`, to which the script adds what must be closed at the end
-    (envs, writer). However the script ends, those are closed (last added first) and the process group is destroyed
-    (at exit); an exception ends a launched rank at once (`leave`): a lost peer, a timeout or a full disk as a
-    one-line error that gives `hint`, the command that continues the run, anything else with its traceback."""
-
-    def clean_up(failing: bool = False) -> None:
-        while close:
-            try:
-                close.pop()()
-            except OSError as exc:  # on a full disk TensorBoard's writer raises its thread's error again at close
-                if not failing or resume.full_disk(exc) is None:
-                    raise
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-    def on_exception(kind, exc, tb) -> None:
-        if isinstance(exc, KeyboardInterrupt):  # before the script's own Ctrl-C handling is in place
-            exc = SystemExit(f"\nrank {info.rank}: interrupted; the last checkpoint is kept")
-        elif is_dist_error(exc):
-            exc = SystemExit(
-                f"error: rank {info.rank}: lost contact with the other ranks "
-                f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
-                f"resume with: {hint}"
-            )
-        elif (full := resume.full_disk(exc)) is not None:
-            exc = SystemExit(resume.full_disk_line(full, hint))
-        clean_up(failing=True)
-        leave(130 if "interrupted" in str(getattr(exc, "code", "")) else 1, exc)
-
-    global _on_exception
-    _on_exception = sys.excepthook = on_exception  # init_distributed puts it back after torch's own
-    atexit.register(clean_up)
-    return close
-
-
-_on_exception: Optional[Callable[..., None]] = None
-
-
-def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
-    """Exit a distributed run at once, skipping the interpreter's teardown (logs, writer and checkpoint are closed).
-
-    When a peer fails, a gloo worker thread may still be finishing the collective it broke; if it drops that
-    collective's tensors while the interpreter is being torn down, it can't take the GIL and the process aborts
-    ("terminate called without an active exception", SIGABRT) instead of exiting with its code (docs/multigpu.md).
-    `os._exit` ends all threads together. `exc` is the exception on its way out (a `fail(...)` message, a bug),
-    reported as Python would report it.
-    """
-    if isinstance(exc, SystemExit):
-        if exc.code is None or isinstance(exc.code, int):
-            exit_code = exc.code or 0
-        else:
-            print(exc.code, file=sys.stderr)
-    elif exc is not None:
-        traceback.print_exception(exc)
-        exit_code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
-
-
-def end_rank(exit_code: int) -> NoReturn:
-    """The normal end of a rank. In a process group, the exit handlers run now (`rank_lifetime`'s closing and leaving
-    the group, W&B's), then `leave` skips the interpreter's teardown, for the same reason: C++ objects destroyed there
-    while a gloo or store thread still runs abort a finished run with SIGABRT ("terminate called without an active
-    exception"). A single process (no group) exits as usual."""
-    if not dist.is_initialized():
-        sys.exit(exit_code)
-    atexit._run_exitfuncs()
-    leave(exit_code, None)

@@ -23,6 +23,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils.launch.runs import make_dir
+from cleanrl_utils.progress import format_duration
 from cleanrl_utils.validation import check_name, fail
 
 
@@ -232,14 +233,6 @@ def mean_and_std(runs: list[RunCurve], x: str, window: int, num_points: int):
 
 def final_returns(runs: list[RunCurve], last: int) -> np.ndarray:
     return np.array([r.values[-last:].mean() for r in runs])
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
 
 
 def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> str:

@@ -1,11 +1,8 @@
-"""What a long training run shows while it runs: on a terminal a tqdm bar with steps, SPS, the mean return of the last
-games and the ETA; elsewhere (a Slurm log, `nohup`, `| tee`) a line after the first iteration, then after the first
-iteration that ends `interval` seconds or more after the last line (every iteration with 0), and at the end."""
+"""What a long run shows while it runs: on a terminal a tqdm bar; elsewhere (a Slurm log, `nohup`, `| tee`) lines: a
+run's after its first iteration, then after the first iteration `interval` s or more after the last line, at the end."""
 
 import sys
 import time
-from typing import Callable, TextIO
-
 from tqdm import tqdm
 
 
@@ -15,49 +12,38 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    """Steps done out of `total`; `update` after every iteration. Shows nothing when not `enabled` (other ranks)."""
+    """`total` units (a run's steps, a sweep's runs) done; shows nothing when not `enabled` (other ranks)."""
 
     def __init__(
-        self,
-        total: int,
-        initial: int = 0,
-        enabled: bool = True,
-        bar: bool = True,
-        interval: float = 30.0,
-        out: TextIO = sys.stdout,
-        clock: Callable[[], float] = time.monotonic,
+        self, total, initial=0, enabled=True, bar=True, interval=30.0, out=sys.stdout, clock=time.monotonic, unit="step"
     ):
         self.total, self.initial, self.steps = total, initial, initial
         self.out, self.clock, self.interval = out, clock, interval
         self.start, self.last_line = clock(), -float("inf")
-        on_terminal = bar and out.isatty()
-        self.lines = enabled and not on_terminal
-        # tqdm's bar with the script's SPS and ETA in place of tqdm's own rate and remaining time
+        shown, self.lines = enabled and bar and out.isatty(), enabled and not (bar and out.isatty())
+        # tqdm's bar with the caller's figures (SPS, ETA...) in place of tqdm's own rate and remaining time
+        form = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
         self.bar = tqdm(
-            total=total,
-            initial=initial,
-            unit="step",
-            disable=not (enabled and on_terminal),
-            file=out,
-            dynamic_ncols=True,
-            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+            total=total, initial=initial, unit=unit, file=out, dynamic_ncols=True, disable=not shown, bar_format=form
         )
 
+    def advance(self, n: int, figures: dict) -> None:
+        """`n` more done; `figures` after the bar, in their order (keyword arguments would be sorted)."""
+        self.steps += n
+        self.bar.update(n)
+        self.bar.set_postfix(figures)
+
     def update(self, steps: int, sps: int, recent_returns: list[float]) -> None:
-        self.steps += steps
+        """A training iteration's `steps` done, at `sps`; the mean of `recent_returns` and the ETA are shown."""
         now = self.clock()
-        done, elapsed = self.steps - self.initial, now - self.start  # the ETA: at this process's rate so far
-        eta = "-" if done <= 0 or elapsed <= 0 else format_duration((self.total - self.steps) * elapsed / done)
+        done, elapsed = self.steps + steps - self.initial, now - self.start  # the ETA: at this process's rate so far
+        eta = "-" if done <= 0 or elapsed <= 0 else format_duration((self.total - self.steps - steps) * elapsed / done)
         ret = f"{sum(recent_returns) / len(recent_returns):.1f}" if recent_returns else "-"
-        self.bar.update(steps)
-        self.bar.set_postfix({"SPS": sps, "ret": ret, "ETA": eta})  # a dict: in this order (kwargs are sorted)
+        self.advance(steps, {"SPS": sps, "ret": ret, "ETA": eta})
         if self.lines and (now - self.last_line >= self.interval or self.steps >= self.total):
-            print(
-                f"global_step={self.steps}/{self.total} ({100 * self.steps / max(self.total, 1):.0f}%), SPS: {sps}, "
-                f"return: {ret}, ETA: {eta}",
-                file=self.out,
-                flush=True,
-            )
+            percent = 100 * self.steps / max(self.total, 1)
+            line = f"global_step={self.steps}/{self.total} ({percent:.0f}%), SPS: {sps}, return: {ret}, ETA: {eta}"
+            self.write(line)
             self.last_line = now
 
     def write(self, line: str) -> None:

@@ -1,5 +1,5 @@
-"""Runs that stop and continue: the run's folder, its checkpoint (the script's `state` dict, counters, every rank's
-RNG states and every flag; not the games), its stored settings, and a stop on SIGTERM/Ctrl-C."""
+"""Runs that stop and continue: the run's folder, its checkpoint (the script's `state`, counters, every rank's RNG
+states, every flag), its stored settings, and a stop on SIGTERM/Ctrl-C."""
 
 import contextlib
 import dataclasses
@@ -14,7 +14,6 @@ import signal
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import Annotated, Any, Iterator, Optional
 
 import numpy as np
@@ -22,34 +21,16 @@ import torch
 import tyro
 
 from cleanrl_utils.runlock import hold_run_folder
-from cleanrl_utils.validation import check_name, fail
+from cleanrl_utils.validation import check_name, fail, run_name_stem
 
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2  # 2: the script's `state` dict; 1 (older versions): the agent and optimizer only
 RESUME_MODES = ("no", "yes", "auto")
-# What a resume may change (listed in the scripts' --resume help); every other flag keeps the run's stored value.
-MAY_CHANGE_ON_RESUME = frozenset(
-    {
-        "total_timesteps",
-        "checkpoint_interval",
-        "progress_bar",
-        "track",
-        "wandb_entity",
-        "wandb_project_name",
-        "capture_video",
-        "save_model",
-        "vector_env",
-        "env_threads",
-        "torch_threads",
-        "compile",
-        "bf16",
-        "cuda",
-        "backend",
-        "device_ids",
-        "dist_timeout",
-        "local_num_envs",
-    }
-)
+# What a resume may change (the scripts' --resume help lists it); every other flag keeps the run's stored value.
+MAY_CHANGE_ON_RESUME = (
+    "total_timesteps checkpoint_interval progress_bar track wandb_entity wandb_project_name capture_video save_model "
+    "vector_env env_threads torch_threads compile bf16 cuda backend device_ids dist_timeout local_num_envs"
+).split()
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
 RUN_DIR = ""  # this process's run folder (`start_run` sets it), for `full_disk_line`
 STARTED: tuple = ()  # (run folder, had it a checkpoint) as `start_run` found them
@@ -61,26 +42,24 @@ def _resume_mode(words: list[str]) -> str:
     return words[0] if words else "yes"
 
 
-ResumeMode = Annotated[
-    str,
-    tyro.constructors.PrimitiveConstructorSpec(
-        nargs=(0, 1),
-        metavar="[auto]",
-        instance_from_str=_resume_mode,
-        is_instance=lambda v: v in RESUME_MODES,
-        str_from_instance=lambda v: [v],
-    ),
-]
+RESUME_HELP = (
+    "`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; "
+    "`--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only these "
+    f"flags (of those the script has): --{', --'.join(f.replace('_', '-') for f in MAY_CHANGE_ON_RESUME)} (a larger "
+    "--total-timesteps extends the run, the learning rate anneals to the new end; with --local-num-envs the world "
+    "size may change, the envs of all ranks together may not)"
+)
+RESUME_SPEC = tyro.constructors.PrimitiveConstructorSpec(
+    (0, 1), "[auto]", _resume_mode, RESUME_MODES.__contains__, str.split
+)
+ResumeMode = Annotated[str, RESUME_SPEC, tyro.conf.arg(help=RESUME_HELP)]
 
 
 def rng_state(device: torch.device) -> dict:
     """This process's RNG states (python, numpy, torch, cuda)."""
     name, keys, *rest = np.random.get_state()
-    state = {
-        "python": random.getstate(),
-        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), *rest),
-        "torch": torch.get_rng_state(),
-    }
+    state = {"python": random.getstate(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), *rest)}
+    state["torch"] = torch.get_rng_state()
     if device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(device)
     return state
@@ -97,12 +76,7 @@ def restore_rng(ckpt: dict, device: torch.device, rank: int = 0) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def atomic_save(
-    obj: dict,
-    path: str,
-    fix: str = "free some space, then resume with --resume",
-    other: str = "put that right, then resume with --resume",
-) -> None:
+def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume with --resume", other: str = "") -> None:
     """`obj` to a temporary file renamed over `path`: a failed write keeps the old file; one error line."""
     data = io.BytesIO()
     torch.save(obj, data)
@@ -118,7 +92,7 @@ def atomic_save(
         kept = "the last one there is kept; " if os.path.exists(path) else ""
         what = f"cannot write {os.path.basename(path)} in {folder}"
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):  # not a full disk: its cause, and `other`
-            fail(f"{what}: {exc.strerror or exc} ({kept}{other})")
+            fail(f"{what}: {exc.strerror or exc} ({kept}{other or 'put that right, then resume with --resume'})")
         free = shutil.disk_usage(folder).free / 2**20
         fail(f"{what}: it needs about {data.tell() / 2**20:.0f} MiB and the disk has {free:.0f} MiB free ({kept}{fix})")
 
@@ -129,42 +103,24 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
     for name, value in state.items():
         stepped = value.param_groups if isinstance(value, torch.optim.Optimizer) else []
         if any(id(p) not in saved for group in stepped for p in group["params"]):
-            fail(
-                f"the optimizer {name!r} in the checkpoint's state steps parameters of a network that is not in "
-                "it: add that network to the script's `state` dict, so that a resume gets it back"
-            )
-    atomic_save(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "env_id": args.env_id,
-            "exp_name": args.exp_name,
-            "batch_size": args.batch_size,
-            "world_size": len(rngs),
-            "iteration": iteration,
-            "global_step": global_step,
-            "state": {k: v if isinstance(v, torch.Tensor) else v.state_dict() for k, v in state.items()},
-            "rng": rngs,
-            "recent_returns": list(recent_returns),
-            "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()},
-        },
-        path,
-    )
+            fail(f"the optimizer {name!r} in the checkpoint's state steps parameters of a network that is not in it")
+    ckpt = {"format": CHECKPOINT_FORMAT, "env_id": args.env_id, "exp_name": args.exp_name, "rng": rngs}
+    ckpt.update(batch_size=args.batch_size, world_size=len(rngs), iteration=iteration, global_step=global_step)
+    ckpt["state"] = {k: v if isinstance(v, torch.Tensor) else v.state_dict() for k, v in state.items()}
+    ckpt["recent_returns"] = list(recent_returns)
+    ckpt["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()}
+    atomic_save(ckpt, path)
 
 
 def save_model(path: str, agent: torch.nn.Module, args) -> None:
     """Weights plus what is needed to rebuild and check the agent (cleanrl_utils/evals/ppo_eval.py reads it)."""
-    atomic_save(
-        {"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name},
-        path,
-        f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights, and "
-        "cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",
-        f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights",
-    )
+    instead = f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights"
+    model = {"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}
+    atomic_save(model, path, f"{instead}, and cleanrl_utils/evals/ppo_eval.py reads it; free some space", instead)
 
 
 def first_sentence(exc: BaseException, most: int = 300) -> str:
-    """The first sentence of `exc`'s message without its full stop (torch's later ones advise on other cases); else
-    (no message, or a sentence over `most` characters) the exception's type."""
+    """The first sentence of `exc`'s message (torch's later ones advise on other cases), or its type if none fits."""
     lines = str(exc).strip().splitlines()
     sentence = re.split(r"(?<=[.!?])\s", lines[0].strip(), maxsplit=1)[0].rstrip(".") if lines else ""
     return sentence if 0 < len(sentence) <= most else type(exc).__name__
@@ -175,9 +131,9 @@ def read_checkpoint(path: str, script: str) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
+        why = "corrupt (cut short by a full disk?) or not from this script"
         fail(
-            f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is corrupt (cut short by a full disk?) or "
-            "not from this script: remove it, or move it away to start the run anew"
+            f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is {why}: remove it, or move it away to start the run anew"
         )
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "state" not in ckpt:
         fail(f"{path} is not a checkpoint of {os.path.basename(script)} (format {CHECKPOINT_FORMAT}); remove it")
@@ -190,23 +146,18 @@ def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict
         fail(f"the checkpoint {path} was made for {ckpt.get('env_id')}, not --env-id {args.env_id}")
     if ckpt.get("batch_size") != args.batch_size:
         fail(
-            f"the checkpoint {path} is of a run with batch {ckpt.get('batch_size')}, this one has {args.batch_size}: "
-            "resume with the same --num-envs and --num-steps"
+            f"the checkpoint {path} has batch {ckpt.get('batch_size')}: resume with the same --num-envs and --num-steps"
         )
     if missing := sorted(set(state) - set(ckpt["state"])):
         fail(
-            f"the checkpoint {path} has no {', '.join(missing)} (it holds {', '.join(ckpt['state'])}): the script's "
-            "`state` dict changed since the run started; start a new run with another --run-name"
+            f"the checkpoint {path} has no {', '.join(missing)}: the script's `state` changed; start another --run-name"
         )
     for key, network in ((k, v) for k, v in state.items() if isinstance(v, torch.nn.Module)):
         own, theirs = network.state_dict(), ckpt["state"][key]
         for name in sorted(set(own) | set(theirs)):
             mine, other = (tuple(d[name].shape) if name in d else None for d in (own, theirs))
             if mine != other:
-                fail(
-                    f"the checkpoint {path} holds another network architecture than this script's {key} for "
-                    f"{args.env_id} (parameter {name}: {other} in the checkpoint, {mine} here)"
-                )
+                fail(f"the checkpoint {path} holds another network architecture than this script's {key} ({name})")
     return ckpt
 
 
@@ -254,22 +205,19 @@ def full_disk_line(err: OSError, command: str) -> str:
     """The error line of a run that a full disk (`err`) stopped; `command` resumes it."""
     folder = os.path.abspath(os.path.dirname(err.filename) if isinstance(err.filename, str) else RUN_DIR)
     free = shutil.disk_usage(folder).free / 2**20
-    fix = (
-        f"its last checkpoint is kept: free some space, then resume with: {command}"
-        if os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE))
-        else "it has no checkpoint yet: free some space, then start it again"
-    )
+    fix = f"its last checkpoint is kept: free some space, then resume with: {command}"
+    if not os.path.exists(os.path.join(RUN_DIR, CHECKPOINT_FILE)):
+        fix = "it has no checkpoint yet: free some space, then start it again"
     return f"error: no space left on the disk of {folder} ({free:.0f} MiB free), so the run stopped; {fix}"
 
 
 def report_full_disk(run_dir: str, command: str) -> None:
-    """From here on a full disk ends this process with `full_disk_line`, not a traceback; a thread that dies of one
-    says nothing (TensorBoard's writer raises it again in the main thread)."""
+    """From here on a full disk ends this process with `full_disk_line` (a thread: silently; the writer re-raises)."""
     global RUN_DIR
     RUN_DIR = run_dir
     previous, previous_in_thread = sys.excepthook, threading.excepthook
 
-    def on_exception(kind: type[BaseException], exc: BaseException, tb: Optional[TracebackType]) -> None:
+    def on_exception(kind, exc, tb) -> None:
         if (err := full_disk(exc)) is None:
             return previous(kind, exc, tb)
         print(full_disk_line(err, command), file=sys.stderr, flush=True)
@@ -281,19 +229,22 @@ def report_full_disk(run_dir: str, command: str) -> None:
     sys.excepthook, threading.excepthook = on_exception, on_exception_in_thread
 
 
+def run_folders(args) -> list[str]:
+    """This env/exp/seed's run folders in --runs-dir: `run_name_stem` with a start time, or without (a sweep's)."""
+    stem = run_name_stem(args.env_id, args.exp_name, args.seed)
+    folders = os.listdir(args.runs_dir) if os.path.isdir(args.runs_dir) else []
+    return [os.path.join(args.runs_dir, d) for d in folders if d.startswith(stem + "__") or d == stem]
+
+
 def resolve_run_name(args) -> str:
-    """The run's folder: `--run-name`; else for a new run `{env_id}__{exp_name}__{seed}__{unix time}`, for `--resume`
-    the newest such folder with a checkpoint (or `{env_id}__{exp_name}__{seed}`, the submission tools' name)."""
+    """`--run-name`, else for `--resume` the newest of `run_folders` with a checkpoint, else `{stem}__{unix time}`."""
     if args.run_name:
         return args.run_name
-    prefix = f"{args.env_id}__{args.exp_name}__{args.seed}__".replace("/", "-")
-    folders = os.listdir(args.runs_dir) if os.path.isdir(args.runs_dir) else []
-    candidates = [os.path.join(args.runs_dir, d) for d in folders if d.startswith(prefix) or d == prefix[:-2]]
     if args.resume != "no":
-        with_checkpoint = [p for c in candidates if os.path.exists(p := os.path.join(c, CHECKPOINT_FILE))]
+        with_checkpoint = [p for c in run_folders(args) if os.path.exists(p := os.path.join(c, CHECKPOINT_FILE))]
         if with_checkpoint:
             return os.path.basename(os.path.dirname(max(with_checkpoint, key=os.path.getmtime)))
-    return f"{prefix}{int(time.time())}"
+    return f"{run_name_stem(args.env_id, args.exp_name, args.seed)}__{int(time.time())}"
 
 
 def start_run(args_type, script: str, argv: Optional[list[str]] = None):
@@ -313,22 +264,16 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     STARTED = (run_dir, os.path.exists(path))
     if not os.path.exists(path):
         if args.resume == "yes" and args.run_name is None:
-            fail(
-                f"--resume found no run to continue: no folder {args.env_id}__{args.exp_name}__{args.seed}"
-                f"[__TIME] with a checkpoint in {args.runs_dir}; name the run with --run-name, or check --runs-dir"
-            )
+            stem = run_name_stem(args.env_id, args.exp_name, args.seed)
+            fail(f"--resume found no run to continue: no folder {stem}[__TIME] with a checkpoint in {args.runs_dir}")
         if args.resume == "yes":
-            fail(
-                f"no checkpoint to resume in {run_dir}: check --run-name and --runs-dir, or use --resume auto "
-                "(resume if there is a checkpoint, else start)"
-            )
+            fail(f"no checkpoint to resume in {run_dir}: check --run-name and --runs-dir, or use --resume auto")
         if args.resume == "auto":
             print(f"note: no checkpoint in {run_dir} yet: starting the run", flush=True)
         return args, run_name, None
     if args.resume == "no":
         fail(
-            f"{run_dir} already has a checkpoint: pass --resume to continue it (`{resume_command(args, run_name)}`), "
-            "or another --run-name"
+            f"{run_dir} already has a checkpoint: pass --resume (`{resume_command(args, run_name)}`) or another --run-name"
         )
     ckpt = read_checkpoint(path, script)
     # parsed again with the stored settings as defaults: a flag given another value is refused unless it may change
@@ -341,10 +286,9 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         if getattr(args, name) != old
     ]
     if refused := [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]:
+        new_run = "another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name)"
         fail(
-            f"{', '.join(refused)}: a resume continues {run_dir} with its own settings; drop these flags, or start a "
-            "new run with another --run-name (in a cleanrl_utils.launch.benchmark sweep: another --exp-name; what may "
-            "change on a resume is listed under --resume in --help)"
+            f"{', '.join(refused)}: a resume keeps the run's settings (--help: --resume); drop them, or start {new_run}"
         )
     for _, note in changed:  # each a flag that a resume may change
         print(f"note: resuming with {note}", flush=True)
@@ -353,21 +297,14 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         made_by = os.path.join(os.path.dirname(script), f"{ckpt.get('exp_name')}.py")  # (its default exp_name)
         if os.path.exists(made_by) and not os.path.samefile(made_by, script):
             fail(f"{path} is of a run of {os.path.basename(made_by)}, not this script: resume it with {made_by}")
-        print(
-            f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; to train "
-            "it longer, resume it with a larger --total-timesteps (a new run needs another --run-name; in a "
-            "cleanrl_utils.launch.benchmark sweep, another --exp-name)",
-            flush=True,
-        )
+        longer = "resume it with a larger --total-timesteps (in a cleanrl_utils.benchmark sweep, another --exp-name)"
+        print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; {longer}")
         sys.exit(0)
     old_total = stored.get("total_timesteps", total)
     if args.anneal_lr and old_total != total:  # the learning rate now anneals to 0 at the new total
         old_lr, new_lr = ((1.0 - iteration / (t // batch_size)) * args.learning_rate for t in (old_total, total))
-        print(
-            f"note: the learning rate now anneals to 0 at step {total // batch_size * batch_size}: it continues as "
-            f"in a run started with --total-timesteps {total} ({old_lr:.3g} -> {new_lr:.3g})",
-            flush=True,
-        )
+        end = total // batch_size * batch_size
+        print(f"note: the learning rate now anneals to 0 at step {end} ({old_lr:.3g} -> {new_lr:.3g})", flush=True)
     return args, run_name, ckpt
 
 
@@ -383,10 +320,7 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
         os.remove(probe)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            fail(
-                f"the disk of the run directory {run_dir!r} is full: free some space (a checkpoint of the Atari "
-                "scripts takes about 20 MiB), or pass another --runs-dir"
-            )
+            fail(f"the disk of the run directory {run_dir!r} is full: free some space, or pass another --runs-dir")
         fail(f"cannot write the run directory {run_dir!r} ({exc.strerror}); pass a writable --runs-dir")
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if STARTED == (run_dir, False) and os.path.exists(path):  # written by a run that held the folder until now
@@ -395,8 +329,8 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
 
 
 class StopSignals:
-    """SIGTERM or Ctrl-C: finish the iteration, save a checkpoint and exit (`requested`: the signal number); a second
-    Ctrl-C 2 s or more after the first (not torchrun's copy of it) exits at once with status 130; only `say` says so."""
+    """SIGTERM/Ctrl-C: `requested` (the signal), to checkpoint and exit after the iteration; a second Ctrl-C 2 s or
+    more later (not torchrun's copy of the first) exits at once with status 130. Only `say` prints."""
 
     def __init__(self, say: bool = True) -> None:
         self.requested, self.at, self.say = 0, 0.0, say
@@ -406,14 +340,12 @@ class StopSignals:
     def _handle(self, signum, frame) -> None:
         if self.requested and signum == signal.SIGINT and time.time() - self.at > 2:
             if self.say:
-                print("\ninterrupted; the last checkpoint is kept", file=sys.stderr, flush=True)
+                print("\ninterrupted; the last checkpoint is kept", file=sys.stderr)
             raise SystemExit(130)
         if not self.requested:
             self.requested, self.at = signum, time.time()
             if self.say:
-                print(
-                    "\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr, flush=True
-                )
+                print("\nstopping at the end of this iteration (a checkpoint will be saved)", file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -16,30 +16,17 @@ def fail(message: str) -> NoReturn:
 
 
 def check_positive(**counts: float) -> None:
+    """The tools' own counts (`--num-seeds`, `--vcpus`...) are positive (a script's flags: `check_ranges`)."""
     for name, value in counts.items():
         if value is None or value <= 0:
             fail(f"--{name.replace('_', '-')} must be positive, got {value}")
 
 
 # What each numeric flag of the training scripts must be; the words are those of the error.
+POSITIVE = "num_envs local_num_envs num_steps num_minibatches update_epochs total_timesteps learning_rate clip_coef"
 RANGES = {
-    **dict.fromkeys(
-        [
-            "num_envs",
-            "local_num_envs",
-            "num_steps",
-            "num_minibatches",
-            "update_epochs",
-            "total_timesteps",
-            "learning_rate",
-            "clip_coef",
-            "max_grad_norm",
-            "target_kl",
-            "dist_timeout",
-        ],
-        "positive",
-    ),
-    **dict.fromkeys(["seed", "checkpoint_interval", "env_threads", "torch_threads", "ent_coef", "vf_coef"], ">= 0"),
+    **dict.fromkeys([*POSITIVE.split(), "max_grad_norm", "target_kl", "dist_timeout"], "positive"),
+    **dict.fromkeys("seed checkpoint_interval env_threads torch_threads ent_coef vf_coef".split(), ">= 0"),
     **dict.fromkeys(["gamma", "gae_lambda"], "between 0 and 1"),
 }
 IN_RANGE = {"positive": lambda v: v > 0, ">= 0": lambda v: v >= 0, "between 0 and 1": lambda v: 0 <= v <= 1}
@@ -53,46 +40,24 @@ def check_ranges(args) -> None:
         if value is not None and not isinstance(value, bool) and not IN_RANGE[need](value):
             fail(f"--{name.replace('_', '-')} must be {need}, got {value}")
     for name in ("env_threads", "torch_threads"):
-        if getattr(args, name, 0) > MAX_THREADS:
+        if (value := getattr(args, name, 0)) > MAX_THREADS:
             fail(
-                f"--{name.replace('_', '-')} {getattr(args, name)} is far more threads than any machine's cores "
-                f"(at most {MAX_THREADS}; 0 picks the cores this process may use)"
+                f"--{name.replace('_', '-')} {value} is far more threads than any machine's cores (at most {MAX_THREADS})"
             )
-
-
-def thread_counts(
-    env_threads: int, torch_threads: int, cores: int, num_envs: int, notes: bool = True
-) -> tuple[int, int]:
-    """The env and torch threads of a process that may use `cores` cores: 0 picks min(cores, num_envs) and `cores`;
-    more is capped at `cores`, with a note if `notes` (not in `check_ranges`: another machine's job has other cores)."""
-    for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
-        if asked > cores and notes:
-            print(
-                f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
-                f"{cores} (more threads than cores only wait for each other)",
-                flush=True,
-            )
-    return min(env_threads, cores) or min(cores, num_envs), min(torch_threads, cores) or cores
 
 
 def check_name(flag: str, name: str, why: str = "a run is one folder inside --runs-dir") -> None:
     if not name or name in (".", "..") or "/" in name or "\\" in name or name != name.strip():
-        fail(
-            f"{flag} {name!r} is not a folder name: {why}, so give a name without '/', '\\' or surrounding "
-            "spaces, and not '.' or '..'"
-        )
+        fail(f"{flag} {name!r} is not a folder name: {why} (no '/', '\\', surrounding spaces, '.' or '..')")
 
 
 def check_extras(capture_video: bool = False, track: bool = False) -> None:
-    for wanted, module, flag, extra in (
-        (capture_video, "moviepy", "--capture-video", "video"),
-        (track, "wandb", "--track", "track"),
-    ):
-        if wanted:
-            try:
-                __import__(module)
-            except ImportError:
-                fail(f"{flag} needs {module}: pip install -e '.[{extra}]'")
+    wanted = [("moviepy", "--capture-video", "video")] * capture_video + [("wandb", "--track", "track")] * track
+    for module, flag, extra in wanted:
+        try:
+            __import__(module)  # a real import: moviepy also needs its own dependencies
+        except ImportError:
+            fail(f"{flag} needs {module}: pip install -e '.[{extra}]'")
 
 
 def whole_number(text: str) -> int:
@@ -106,16 +71,8 @@ def whole_number(text: str) -> int:
 
 
 # an int field of `Args` that also takes 1e7: tyro hands `whole_number` the text the user typed
-Count = Annotated[
-    int,
-    tyro.constructors.PrimitiveConstructorSpec(
-        nargs=1,
-        metavar="INT",
-        instance_from_str=lambda args: whole_number(args[0]),
-        is_instance=lambda value: isinstance(value, int),
-        str_from_instance=lambda value: [str(value)],
-    ),
-]
+COUNT = {"is_instance": lambda value: isinstance(value, int), "str_from_instance": lambda value: [str(value)]}
+Count = Annotated[int, tyro.constructors.PrimitiveConstructorSpec(1, "INT", lambda a: whole_number(a[0]), **COUNT)]
 
 
 def is_atari(env_id: str) -> bool:
@@ -151,27 +108,21 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
 check_atari_env_id = functools.partial(check_env_id, atari=True)
 
 
-def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int) -> None:
-    batch_size = num_envs * num_steps
-    if batch_size % num_minibatches != 0:
+def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int, ranks: int = 1) -> None:
+    """A batch (`num_envs` * `num_steps`, per rank) splits into minibatches of 2 samples or more (of all ranks: their
+    advantages are normalised with their std, which one sample has not), and one of every rank fits the total."""
+    batch = num_envs * num_steps
+    if batch % num_minibatches != 0:
+        of = " of each rank" if ranks > 1 else ""
+        fail(f"the batch{of} {num_envs}*{num_steps} = {batch} is not divisible by --num-minibatches {num_minibatches}")
+    if batch * ranks // num_minibatches < 2:
         fail(
-            f"the batch num_envs*num_steps = {num_envs}*{num_steps} = {batch_size} is not divisible by "
-            f"--num-minibatches {num_minibatches}; pick a divisor of {batch_size}"
+            "a minibatch of 1 sample has no std to normalise its advantages: raise the batch or lower --num-minibatches"
         )
-    check_minibatch(
-        batch_size // num_minibatches, f"num_envs*num_steps/num_minibatches = {batch_size}/{num_minibatches}"
-    )
-    if total_timesteps < batch_size:
-        fail(
-            f"--total-timesteps {total_timesteps} is smaller than one batch (num_envs*num_steps = {batch_size}): "
-            "no update would run; raise --total-timesteps or shrink the batch"
-        )
+    if total_timesteps < batch * ranks:
+        fail(f"--total-timesteps {total_timesteps} is smaller than one batch ({batch * ranks}): no update would run")
 
 
-def check_minibatch(size: int, how: str) -> None:
-    """The advantages of a minibatch are normalised with its std: one sample has none (NaN, a diverged run)."""
-    if size < 2:
-        fail(
-            f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: raise the batch or lower "
-            "--num-minibatches"
-        )
+def run_name_stem(env_id: str | None, exp_name: str, seed: int) -> str:
+    """`{env_id}__{exp_name}__{seed}` ('/' as '-'): a run's name before its start time; a sweep's run's whole name."""
+    return "__".join(str(part) for part in (env_id, exp_name, seed) if part is not None).replace("/", "-")

@@ -1,16 +1,12 @@
 """Vector Atari envs for the PPO scripts: four backends (``--vector-env``; ``sync``/``async``: ``make_atari_env``'s
 chain, ``ale``/``envpool``: C++ pools), one contract, checked on the emulator by tests/test_vector_envs.py:
-
-- observations ``uint8`` ``(num_envs, 4, 84, 84)``; after a reset or a lost life, 4 copies of the first frame;
-- SAME_STEP autoreset: the step where a game ends returns the *reset* observation: every step is a real transition;
-- reward clipped to its sign; ``terminated`` at game over and on a lost life while the game goes on (bootstrapping
-  stops, the emulator is *not* reset; lives dropping to 0 is the game over, not a lost life);
-- after a reset or a lost life the env serves by itself (no agent step): a no-op after a lost life, then FIRE and
-  action 2 in games with FIRE, so a policy that never presses FIRE still sees the ball and loses;
-- 1 to 30 no-op frames at the start of a game (ale-py's pool: 0 to 29);
-- each full game's statistics (all lives, unclipped points, emulator frames) on the step it ends, in
-  ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by ``infos["final_info"]["_episode"]``;
-- ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool).
+observations ``uint8`` ``(num_envs, 4, 84, 84)``, after a reset or a lost life 4 copies of the first frame; SAME_STEP
+autoreset (the step where a game ends returns the *reset* observation); reward clipped to its sign; ``terminated`` at
+game over and on a lost life (the emulator is *not* reset; lives dropping to 0 is the game over); after a reset or a
+lost life the env serves by itself: a no-op after a lost life, then FIRE and action 2 in games with FIRE; 1 to 30 no-op
+frames at a game's start (ale-py's pool: 0 to 29); each full game's statistics (all lives, unclipped points, emulator
+frames) on the step it ends, in ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by
+``infos["final_info"]["_episode"]``; ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool).
 """
 
 import functools
@@ -21,15 +17,22 @@ from typing import Any, Literal, get_args
 import gymnasium as gym
 import numpy as np
 
-from cleanrl_utils.atari_wrappers import FIRE_ACTION, NOOP_ACTION, make_atari_env, needs_fire_reset
+from cleanrl_utils.atari_wrappers import FIRE_ACTION, MAX_FRAMES, NOOP_ACTION, make_atari_env, needs_fire_reset
 from cleanrl_utils.validation import fail
 
 VectorEnvBackend = Literal["sync", "async", "ale", "envpool"]
 BACKENDS: tuple[str, ...] = get_args(VectorEnvBackend)
 SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
-MAX_EPISODE_FRAMES = 108_000  # 30 minutes of play; the same cap for every backend
+MAX_EPISODE_FRAMES = MAX_FRAMES
 FRAME_SKIP = 4
+MAX_STEPS = MAX_EPISODE_FRAMES // FRAME_SKIP
 MAX_SERVE_ROUNDS = 4  # games that end during their own serve, in a row (never seen more than 1)
+
+
+def game_options(env_id: str) -> dict[str, Any]:
+    """The registered id's sticky actions and action set, for a pool."""
+    spec = gym.registry[env_id].kwargs
+    return {k: spec.get(k, v) for k, v in (("repeat_action_probability", 0.0), ("full_action_space", False))}
 
 
 def ale_game(env_id: str) -> str:
@@ -125,11 +128,8 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         self._start[over] = now
         obs[over], lives[over], self._frames[over] = self._pool_reset(np.flatnonzero(over), None)
 
-    def _serve(
-        self, obs: np.ndarray, lives: np.ndarray, new_game: np.ndarray, life_lost: np.ndarray, stats: dict[str, Any]
-    ) -> None:
-        """The serve (module docstring) of the envs ``new_game`` and ``life_lost``, in place in ``obs`` and ``lives``:
-        its points and frames count in the game, not in the reward; a game it ends is reset and served again."""
+    def _serve(self, obs: np.ndarray, lives: np.ndarray, new_game, life_lost, stats: dict[str, Any]) -> None:
+        """The serve of the envs ``new_game`` and ``life_lost`` into ``obs``, ``lives`` (points count in the game only)."""
         noop, serve = life_lost, new_game | life_lost
         for _ in range(MAX_SERVE_ROUNDS):
             over = np.zeros(self.num_envs, dtype=bool)
@@ -149,32 +149,17 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
 
 
 class AleVectorEnv(NativeAtariVectorEnv):
-    """ale-py's ``AtariVectorEnv`` as one 1-env pool per env (a pool steps all of its envs, a serve one alone), each
-    with its own C++ thread, all sent their actions before any is waited for. ale-py draws 0 to ``noop_max - 1``
-    no-op frames at the start of a game, one fewer than the chain and EnvPool; none of its options shifts that."""
+    """ale-py's ``AtariVectorEnv``, one 1-env pool (and C++ thread) per env: a serve steps one env alone. It draws 0 to
+    ``noop_max - 1`` no-op frames at a game's start, one fewer than the chain and EnvPool (no option shifts that)."""
 
     def __init__(self, env_id: str, num_envs: int, noop_max: int = 30):
         from ale_py.vector_env import AtariVectorEnv
 
-        spec = gym.registry[env_id].kwargs
-        self.pools = [
-            AtariVectorEnv(
-                ale_game(env_id),
-                1,
-                num_threads=1,
-                frameskip=FRAME_SKIP,
-                noop_max=noop_max,
-                autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,  # the adapter resets, at once
-                repeat_action_probability=spec.get("repeat_action_probability", 0.0),
-                full_action_space=spec.get("full_action_space", False),
-                max_num_frames_per_episode=MAX_EPISODE_FRAMES,
-                episodic_life=False,
-                life_loss_info=False,
-                reward_clipping=False,
-                use_fire_reset=False,  # done here
-            )
-            for _ in range(num_envs)
-        ]
+        # the emulator alone: episodes, serves and clipping are the adapter's (it resets an ended game at once)
+        options = dict(episodic_life=False, life_loss_info=False, reward_clipping=False, use_fire_reset=False)
+        options.update(frameskip=FRAME_SKIP, max_num_frames_per_episode=MAX_EPISODE_FRAMES, **game_options(env_id))
+        make = functools.partial(AtariVectorEnv, ale_game(env_id), 1, num_threads=1, noop_max=noop_max, **options)
+        self.pools = [make(autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP) for _ in range(num_envs)]
         super().__init__(env_id, num_envs, self.pools[0].single_action_space.n)
 
     @staticmethod
@@ -210,26 +195,12 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
         known = {t.lower(): t for t in envpool.list_all_envs()}
         if task.lower() not in known:
             fail(f"EnvPool has no Atari task for {env_id!r} (looked for {task}); use --vector-env ale")
-        spec = gym.registry[env_id].kwargs
-        self._make = functools.partial(
-            envpool.make,
-            task_id=known[task.lower()],
-            env_type="gymnasium",
-            num_envs=num_envs,
-            num_threads=num_threads,
-            noop_max=max(noop_max, 1),  # EnvPool draws 1 to noop_max no-op frames (without its FIRE reset)
-            repeat_action_probability=spec.get("repeat_action_probability", 0.0),
-            full_action_space=spec.get("full_action_space", False),
-            max_episode_steps=MAX_EPISODE_FRAMES // FRAME_SKIP,
-            episodic_life=False,
-            reward_clip=False,
-            use_fire_reset=False,  # done here
-            stack_num=4,
-            img_height=84,
-            img_width=84,
-            gray_scale=True,
-            use_inter_area_resize=True,
-        )  # the chain's frames
+        # the emulator alone (episodes, serves and clipping are the adapter's), with the chain's frames; EnvPool draws 1
+        # to noop_max no-op frames
+        options = dict(episodic_life=False, reward_clip=False, use_fire_reset=False, max_episode_steps=MAX_STEPS)
+        options.update(stack_num=4, img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True)
+        options.update(num_envs=num_envs, num_threads=num_threads, noop_max=max(noop_max, 1), **game_options(env_id))
+        self._make = functools.partial(envpool.make, task_id=known[task.lower()], env_type="gymnasium", **options)
         self.pool = self._make(seed=seed)  # env i gets seed + i
         self._unused_seed: int | None = seed  # a reset with this seed needs no new pool
         super().__init__(env_id, num_envs, self.pool.single_action_space.n)
@@ -262,31 +233,23 @@ def envpool_available() -> bool:
 
 
 def make_atari_vector_env(
-    backend: str,
-    env_id: str,
-    num_envs: int,
-    *,
-    env_threads: int = 0,
-    seed: int = 0,
-    capture_video: bool = False,
-    video_folder: str = "videos",
-    noop_max: int = 30,
+    backend, env_id, num_envs, *, env_threads=0, seed=0, video_folder=None, noop_max=30
 ) -> gym.vector.VectorEnv:
     """``num_envs`` Atari envs on ``backend``; ``env_threads``: EnvPool's C++ threads (0: one per core; ale-py runs one
-    per env); ``seed``: EnvPool's (``reset(seed=...)`` seeds every backend); env 0 may record to ``video_folder``."""
-    check_backend(backend, num_envs, capture_video=capture_video)
+    per env); ``seed``: EnvPool's (``reset(seed=...)`` seeds every backend); env 0 records to ``video_folder``, if any."""
+    check_backend(backend, capture_video=video_folder is not None)
     if backend == "ale":
         return AleVectorEnv(env_id, num_envs, noop_max=noop_max)
     if backend == "envpool":
         return EnvPoolVectorEnv(env_id, num_envs, num_threads=env_threads, noop_max=noop_max, seed=seed)
-    videos = [video_folder if capture_video and i == 0 else None for i in range(num_envs)]  # env 0 records
+    videos = [video_folder] + [None] * (num_envs - 1)  # env 0 records
     env_fns = [functools.partial(make_atari_env, env_id, noop_max=noop_max, video_folder=v) for v in videos]
     if backend == "async":
         return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=SAME_STEP)
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
 
 
-def check_backend(backend: str, num_envs: int, capture_video: bool = False) -> None:
+def check_backend(backend: str, capture_video: bool = False) -> None:
     """One-line errors for backend options that can't work together (call before building anything)."""
     if backend not in BACKENDS:
         fail(f"unknown vector env backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -330,7 +330,7 @@ def test_breakout_clipped_rewards_and_full_game_statistics() -> None:
 
 
 def test_max_episode_frames_truncates() -> None:
-    env = make_atari_env(PONG, max_episode_frames=200)
+    env = make_atari_env(PONG, max_frames=200)
     env.reset(seed=0)
     start = frame_number(env)
     steps, terminated, truncated, info = play_until_done(env, NOOP, limit=100)

@@ -1,4 +1,4 @@
-"""cleanrl_utils/launch/benchmark.py: the local grid runner, its failure and Ctrl-C paths, and the Slurm job arrays
+"""cleanrl_utils/benchmark.py: the local grid runner, its failure and Ctrl-C paths, and the Slurm job arrays
 (rendered scripts executed with stand-in srun/scontrol, and a real job array on the throwaway Slurm cluster)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import psutil
 import pytest
 from helpers import REPO_ROOT, assert_one_line_error, read_scalars, run_script, start_script
 
-BENCHMARK = "cleanrl_utils/launch/benchmark.py"
+BENCHMARK = "cleanrl_utils/benchmark.py"
 PPO = f"{sys.executable} {REPO_ROOT / 'cleanrl' / 'ppo.py'}"
 TINY = "--total-timesteps 512 --num-envs 2 --num-steps 64 --no-progress-bar"
 
@@ -379,7 +379,7 @@ def test_started_again_the_grid_skips_complete_runs_and_resumes_cut_ones(tmp_pat
     assert res.returncode == 0, res.stderr
     first = (tmp_path / "benchmark_logs" / "ppo_atari__BreakoutNoFrameskip-v4__1.log").read_text()
     assert "run BreakoutNoFrameskip-v4__ppo_atari__1 is complete: global step 640" in first
-    assert "in a cleanrl_utils.launch.benchmark sweep, another --exp-name" in first  # how a sweep gets new runs instead
+    assert "in a cleanrl_utils.benchmark sweep, another --exp-name" in first  # how a sweep gets new runs instead
     second = log.read_text()
     assert second.count("$ ") == 2 and second.splitlines()[0].endswith(
         "--seed 2 --run-name BreakoutNoFrameskip-v4__ppo_atari__2 --resume auto"
@@ -483,7 +483,7 @@ def test_runner_and_submit_exp_render_the_same_multinode_job(tmp_path):
     )
     res = run_script(
         [
-            "cleanrl_utils/launch/submit_exp.py",
+            "cleanrl_utils/submit_exp.py",
             "--provider",
             "slurm",
             *common,

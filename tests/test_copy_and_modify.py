@@ -205,3 +205,32 @@ def test_a_network_that_shares_the_agents_optimizer_but_not_its_checkpoint_is_an
     )
     assert "global_step=64/64" in result.stdout, result.stdout[-2000:]  # it trained up to its first save
     assert not (runs / "shared" / "checkpoint.pt").exists()  # nothing that a resume would read without the predictor
+
+
+@pytest.mark.parametrize("script", ["ppo_atari.py", "ppo_atari_multigpu.py"])
+def test_a_kept_observation_stays_the_frame_it_was(tmp_path, script):
+    """A copy that keeps the previous step's observation (`prev_obs = next_obs`, as for a frame-difference bonus)
+    still holds that frame after `envs.step`: the step hands the script a tensor of its own, not the host buffer the
+    next step overwrites."""
+    step_line = "            env_start = time.perf_counter()\n"
+    after_line = "            rewards[step] = host_reward.to(device, non_blocking=True)\n"
+    source = (REPO_ROOT / "cleanrl" / script).read_text()
+    assert source.count(step_line) == 1 and source.count(after_line) == 1, "the lines this copy edits have changed"
+    source = source.replace(step_line, "            prev_obs = next_obs\n" + step_line)
+    source = source.replace(
+        after_line,
+        after_line
+        + """            assert torch.equal(prev_obs, obs[step]), f"step {step}: the kept frame was overwritten"
+            print(f"new frame: {not torch.equal(prev_obs, next_obs)}")
+""",
+    )
+    copy = tmp_path / script.replace(".py", "_prev.py")
+    copy.write_text(source)
+    result = run_script(
+        [str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        timeout=300,
+        env=FAST,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "new frame: True" in result.stdout, result.stdout[-2000:]  # the frames moved: the check could fail

@@ -13,7 +13,7 @@ import pytest
 from helpers import start_script, wait_for
 
 from cleanrl_utils.cpu import thread_plan
-from cleanrl_utils.launch.benchmark import run_env
+from cleanrl_utils.benchmark import run_env
 
 
 @pytest.fixture

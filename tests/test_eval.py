@@ -196,9 +196,7 @@ def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     modules = entry_points()
-    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.launch.benchmark"} <= set(
-        modules
-    )
+    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.benchmark"} <= set(modules)
     runs = [("-m", m, env) for m in modules]
     runs += [("path", str(REPO_ROOT / (m.replace(".", "/") + ".py")), env) for m in modules]
     runs.append(("-m", "cleanrl_utils.evals.ppo_eval", dict(env, OMP_WAIT_POLICY="ACTIVE")))  # the user's choice

@@ -23,7 +23,7 @@ def runs(tmp_path_factory):
     )
     res = run_script(
         [
-            "cleanrl_utils/launch/benchmark.py",
+            "cleanrl_utils/benchmark.py",
             "--env-ids",
             "CartPole-v1",
             "--num-seeds",
@@ -99,7 +99,7 @@ def test_plot_writes_figures_and_final_return_table(runs, tmp_path):
         seeds, final, runtime = rows[("CartPole-v1", script)]
         assert seeds == "2"
         assert final == f"{finals.mean():.2f} ± {finals.std():.2f}"
-        assert script == "ppo_copy" or re.fullmatch(r"\d+\.\d s ± \d+\.\d s", runtime)  # (a copy starts now)
+        assert script == "ppo_copy" or re.fullmatch(r"\d+:\d\d:\d\d ± \d+:\d\d:\d\d", runtime)  # (a copy starts now)
     assert rows[("ALE/Breakout-v5", "ppo")][:2] == ["1", f"{finals[0]:.2f} ± 0.00"]
 
 

@@ -1,7 +1,7 @@
 """Resume from the run's own settings (cleanrl_utils/resume.py: start_run), the same for both Atari scripts:
 --resume auto, the stop hint run verbatim, changed flags refused, a complete run, a larger --total-timesteps, and no
 empty run folder after a refused start; in-process, the settings a resume parses and those of the multi-GPU script's
-ranks and torchrun restarts (cleanrl_utils/distributed.py: start_run)."""
+ranks and torchrun restarts (cleanrl_utils/elastic.py: start_rank_run)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 from helpers import REPO_ROOT, assert_one_line_error, load_script, read_scalars, run_script, start_script, wait_for
 
-from cleanrl_utils import distributed, resume
+from cleanrl_utils import distributed, elastic, resume
 
 SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -120,21 +120,21 @@ def test_multigpu_ranks_and_restarts_resume_the_same_run(tmp_path, capsys, monke
     # 4 ranks now: the envs per rank follow the world size (8 stored); rank 0 alone prints
     for rank in (1, 0):
         monkeypatch.setattr("sys.argv", ["ppo_atari_multigpu.py", "--resume", "--local-num-envs", "4"])
-        args, name, ckpt = distributed.start_run(mg.Args, "ppo_atari_multigpu.py", info[rank])
+        args, name, ckpt = elastic.start_rank_run(mg.Args, "ppo_atari_multigpu.py", info[rank])
         assert (name, args.learning_rate, args.local_num_envs, args.num_envs) == (run, 1e-3, 4, 16)
         out = capsys.readouterr().out
         assert out == ("" if rank else "note: resuming with --local-num-envs 4 (the run has --local-num-envs 8)\n")
     monkeypatch.setattr("sys.argv", ["ppo_atari_multigpu.py", "--resume"])
-    args, _, _ = distributed.start_run(mg.Args, "ppo_atari_multigpu.py", info[0])
+    args, _, _ = elastic.start_rank_run(mg.Args, "ppo_atari_multigpu.py", info[0])
     assert args.local_num_envs is None and args.num_envs == 16  # resolve_sizes derives 4 per rank
     # a torchrun restart without --resume continues the run that recorded the job's id, not a newer one
     stored_run(runs, f"{stored.env_id}__{stored.exp_name}__1__200", stored)
-    (runs / run / distributed.ELASTIC_ID_FILE).write_text("job7")
+    (runs / run / elastic.ELASTIC_ID_FILE).write_text("job7")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job7")
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
     monkeypatch.setattr("sys.argv", ["ppo_atari_multigpu.py"])
     for rank in (1, 0):
-        args, name, ckpt = distributed.start_run(mg.Args, "ppo_atari_multigpu.py", info[rank])
+        args, name, ckpt = elastic.start_rank_run(mg.Args, "ppo_atari_multigpu.py", info[rank])
         assert (name, args.run_name, args.resume, args.learning_rate, ckpt is not None) == (run, None, "no", 1e-3, True)
     capsys.readouterr()
 
@@ -223,9 +223,7 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     )
     assert_one_line_error(refused, "--learning-rate 0.002 (the run has --learning-rate 0.001)")
     assert "--clip-coef 0.3" in refused.stderr and "--seed 7" in refused.stderr and "--num-envs" not in refused.stderr
-    assert (
-        "in a cleanrl_utils.launch.benchmark sweep: another --exp-name" in refused.stderr
-    )  # where a sweep names its runs
+    assert "in a cleanrl_utils.benchmark sweep: another --exp-name" in refused.stderr  # where a sweep names its runs
 
     # a larger --total-timesteps extends the finished run; the learning rate anneals to the new end
     longer = run_script(

@@ -1,4 +1,4 @@
-"""cleanrl_utils/launch/submit_exp.py: AWS Batch requests (validated against botocore's Batch model, offline, and sent to a
+"""cleanrl_utils/submit_exp.py: AWS Batch requests (validated against botocore's Batch model, offline, and sent to a
 fake Batch endpoint), the missing-credentials path, secrets, local simulated nodes and a real two-node Slurm job."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from helpers import REPO_ROOT, read_scalars, start_script, wait_for
 
-SUBMIT = "cleanrl_utils/launch/submit_exp.py"
+SUBMIT = "cleanrl_utils/submit_exp.py"
 USER_COMMAND = "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4"
 STANDIN = str(REPO_ROOT / "tests" / "dist_standin.py")
 SECRET = "wandb-test-secret-7f3a9c1e"

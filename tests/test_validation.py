@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 from helpers import load_script
 
-from cleanrl_utils.validation import RANGES, check_ranges, thread_counts
+from cleanrl_utils.cpu import thread_counts
+from cleanrl_utils.validation import RANGES, check_ranges
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 BAD = {

@@ -1,3 +1,2 @@
-"""Launching runs: the sweep runner (`python -m cleanrl_utils.launch.benchmark`), cluster submission
-(`cleanrl_utils/launch/submit_exp.py`: Slurm, AWS Batch, local nodes) and what they share (run names, node commands,
-process groups)."""
+"""What the sweep runner (`python -m cleanrl_utils.benchmark`) and cluster submission (`cleanrl_utils/submit_exp.py`:
+Slurm, AWS Batch, local nodes) share: run names, node commands, process groups, Slurm scripts."""

@@ -8,12 +8,13 @@ import contextlib
 import importlib.util
 import io
 import os
+import re
 import sys
 from typing import Optional, Sequence
 
 import tyro
 
-from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, is_atari
+from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, is_atari, run_name_stem
 
 
 def make_dir(path: str, what: str) -> None:
@@ -23,12 +24,6 @@ def make_dir(path: str, what: str) -> None:
     except OSError as exc:
         reason = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
         fail(f"cannot create {what} {path!r} ({reason})")
-
-
-def sweep_run_name(env_id: Optional[str], exp_name: str, seed: int) -> str:
-    """The run name the submission tools give a run: the same on every attempt (no time stamp), so that a retried,
-    requeued or restarted job finds its run again (an env id's '/', as in ALE/Breakout-v5, becomes '-')."""
-    return f"{env_id.replace('/', '-')}__{exp_name}__{seed}" if env_id else f"{exp_name}__{seed}"
 
 
 def flag_value(tokens: Sequence[str], flag: str) -> Optional[str]:
@@ -71,18 +66,18 @@ def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Opt
     if script is None or not supports_resume(script):
         return None
     exp_name = flag_value(tokens, "--exp-name") or os.path.splitext(os.path.basename(script))[0]
-    return sweep_run_name(env_id or flag_value(tokens, "--env-id"), exp_name, seed)
+    return run_name_stem(env_id or flag_value(tokens, "--env-id"), exp_name, seed)
 
 
 def supports_resume(script: str) -> bool:
     """Whether a training script continues runs (`--run-name NAME --resume auto`): it starts through
-    `cleanrl_utils.resume.start_run`. A relative path is looked up here, then in this repository (a job's
-    working folder may be another)."""
+    `cleanrl_utils.resume.start_run` (or `elastic.start_rank_run`). A relative path is looked up here, then in this
+    repository (a job's working folder may be another)."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for path in (script, os.path.join(repo, script)):
         try:
             with open(path) as f:
-                return "start_run(" in f.read()
+                return re.search(r"\bstart_(rank_)?run\(", f.read()) is not None
         except OSError:
             continue
     return False

@@ -1,6 +1,6 @@
 """Slurm job arrays from sbatch templates: the one path behind both the runner's
-`python -m cleanrl_utils.launch.benchmark --slurm-template-path benchmark/slurm_multinode.template` and
-`cleanrl_utils/launch/submit_exp.py --provider slurm`.
+`python -m cleanrl_utils.benchmark --slurm-template-path benchmark/slurm_multinode.template` and
+`cleanrl_utils/submit_exp.py --provider slurm`.
 
 A template's `{{name}}` placeholders are filled from one `ArrayJob`; a line whose placeholder has no value is left
 out, so one template serves clusters with and without a setting (partition, GPUs, memory, time, ...). The

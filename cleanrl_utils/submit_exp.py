@@ -2,7 +2,7 @@
 
     # 3 seeds, each a 2-node AWS Batch multi-node parallel job of g5.12xlarge instances (4 GPUs, 48 vCPUs):
     # one rank per GPU, 12 envs per rank, so 48 per node
-    python cleanrl_utils/launch/submit_exp.py --docker-image IMAGE --job-queue QUEUE --efs-file-system-id fs-... \
+    python cleanrl_utils/submit_exp.py --docker-image IMAGE --job-queue QUEUE --efs-file-system-id fs-... \
         --command "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4 --local-num-envs 12" \
         --num-seeds 3 --num-nodes 2 --instance-type g5.12xlarge
     # the same, but only print the exact AWS Batch requests (nothing is sent, no credentials needed)
@@ -41,8 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, Optional
 
-if not __package__:  # run as a file (`python cleanrl_utils/launch/submit_exp.py`): make the repo root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if (
+    not __package__
+):  # run as a file (`python cleanrl_utils/submit_exp.py`): the repo root, not cleanrl_utils/, on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import tyro
 
@@ -50,7 +52,8 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.validation import check_positive, fail
-from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, supports_resume, sweep_run_of
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, supports_resume
+from cleanrl_utils.launch.runs import sweep_run_of
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {

@@ -6,11 +6,11 @@ on Slurm), the grid skips the runs that are complete and continues the cut ones 
 (docs/cluster.md).
 
     # print the commands
-    python -m cleanrl_utils.launch.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
     # run them 4 at a time, one log file per run under benchmark_logs/
-    python -m cleanrl_utils.launch.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
+    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
     # render a job-array sbatch script (and submit it with sbatch because --workers > 0)
-    python -m cleanrl_utils.launch.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
+    python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
         --slurm-template-path benchmark/slurm_gpu.template --workers 1
 """
 
@@ -33,6 +33,7 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import is_python
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, make_dir, sweep_run_of
+from cleanrl_utils.progress import Progress
 from cleanrl_utils.validation import check_name, fail
 
 # How many lines of a failed run's log the runner prints.
@@ -213,38 +214,6 @@ def run_slurm(args: Args) -> int:
 # ---------------------------------------------------------------------------------------------- local runner
 
 
-class Progress:
-    """Runs done/running/failed: a tqdm bar on a terminal, else one plain line per change."""
-
-    def __init__(self, total: int):
-        self.total = total
-        self.bar = None
-        self.refreshed = time.monotonic()
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit="run", dynamic_ncols=True)
-
-    def update(self, done: int, running: int, failed: int, event: str) -> None:
-        status = f"{done}/{self.total} done, {running} running, {failed} failed"
-        if self.bar is None:
-            print(f"[{status}] {event}", file=sys.stderr, flush=True)
-            return
-        self.bar.n = done
-        self.bar.set_postfix_str(f"{running} running, {failed} failed")
-        self.bar.write(event, file=sys.stderr)
-
-    def tick(self) -> None:
-        """Keep the bar's elapsed time moving while nothing changes (runs can take hours)."""
-        if self.bar is not None and time.monotonic() - self.refreshed > 1.0:
-            self.bar.refresh()
-            self.refreshed = time.monotonic()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def run_env(workers: int) -> dict[str, str]:
     """The runs' environment: unbuffered Python output (live logs), and unless the caller set OMP_NUM_THREADS,
     the CPUs shared out between the parallel runs so N runs do not each start a thread per core."""
@@ -332,7 +301,11 @@ def run_local(args: Args) -> int:
     env = run_env(args.workers)
     running: list[Run] = []
     done = failed = 0
-    progress = Progress(len(runs))
+    progress = Progress(len(runs), out=sys.stderr, unit="run")
+
+    def report(event: str) -> None:  # a bar on a terminal, else a line per change
+        progress.advance(done - progress.steps, {"running": len(running), "failed": failed})
+        progress.write(f"[{done}/{len(runs)} done, {len(running)} running, {failed} failed] {event}")
 
     def stop(signum, frame):  # Ctrl-C, and SIGTERM (a scheduler, `kill`), stop the grid
         raise KeyboardInterrupt
@@ -347,9 +320,9 @@ def run_local(args: Args) -> int:
                 run = pending.popleft()
                 start(run, env)
                 running.append(run)
-                progress.update(done, len(running), failed, f"started {run.name}: {run.command}")
+                report(f"started {run.name}: {run.command}")
             time.sleep(POLL_S)
-            progress.tick()
+            progress.bar.refresh()  # the elapsed time moves while nothing changes (runs can take hours)
             for run in list(running):
                 returncode = run.process.poll()
                 if returncode is None:
@@ -359,7 +332,7 @@ def run_local(args: Args) -> int:
                 done += 1
                 failed += returncode != 0
                 outcome = "finished" if returncode == 0 else f"FAILED (exit code {returncode})"
-                progress.update(done, len(running), failed, f"{outcome} {run.name} in {run.duration:.1f}s")
+                report(f"{outcome} {run.name} in {run.duration:.1f}s")
     except KeyboardInterrupt:
         interrupted = True
         for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abort the clean-up
