@@ -115,9 +115,10 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
     if batch % num_minibatches != 0:
         of = " of each rank" if ranks > 1 else ""
         fail(f"the batch{of} {num_envs}*{num_steps} = {batch} is not divisible by --num-minibatches {num_minibatches}")
-    if batch * ranks // num_minibatches < 2:
+    if (size := batch * ranks // num_minibatches) < 2:
+        how = f"num_envs*num_steps/num_minibatches{' of all ranks' * (ranks > 1)} = {batch * ranks}/{num_minibatches}"
         fail(
-            "a minibatch of 1 sample has no std to normalise its advantages: raise the batch or lower --num-minibatches"
+            f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: raise the batch or lower it"
         )
     if total_timesteps < batch * ranks:
         fail(f"--total-timesteps {total_timesteps} is smaller than one batch ({batch * ranks}): no update would run")
