@@ -20,8 +20,7 @@ class Progress:
     def __init__(self, total: int, initial: int = 0, enabled: bool = True, bar: bool = True, interval: float = 30.0,
                  out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic):
         self.total, self.initial, self.steps = total, initial, initial
-        self.out, self.clock, self.interval = out, clock, interval
-        self.start, self.last_line = clock(), -float("inf")
+        self.out, self.clock, self.interval, self.start, self.last_line = out, clock, interval, clock(), -float("inf")
         on_terminal = bar and out.isatty()
         self.lines = enabled and not on_terminal
         # tqdm's bar with the script's SPS and ETA in place of tqdm's own rate and remaining time

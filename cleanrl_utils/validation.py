@@ -2,6 +2,7 @@
 
 import difflib
 import functools
+import importlib.util
 from typing import Annotated, NoReturn
 
 import tyro
@@ -25,8 +26,7 @@ RANGES = {
     **dict.fromkeys(["num_envs", "local_num_envs", "num_steps", "num_minibatches", "update_epochs", "total_timesteps",
                      "learning_rate", "clip_coef", "max_grad_norm", "target_kl", "dist_timeout"], "positive"),
     **dict.fromkeys(["seed", "checkpoint_interval", "env_threads", "torch_threads", "ent_coef", "vf_coef"], ">= 0"),
-    **dict.fromkeys(["gamma", "gae_lambda"], "between 0 and 1"),
-}
+    **dict.fromkeys(["gamma", "gae_lambda"], "between 0 and 1")}
 IN_RANGE = {"positive": lambda v: v > 0, ">= 0": lambda v: v >= 0, "between 0 and 1": lambda v: 0 <= v <= 1}
 MAX_THREADS = 256  # far above any machine's cores: more is a typo (1000 threads take minutes to start)
 
@@ -60,14 +60,12 @@ def check_name(flag: str, name: str, why: str = "a run is one folder inside --ru
              "spaces, and not '.' or '..'")
 
 
-def check_extras(capture_video: bool = False, track: bool = False) -> None:
+def check_extras(capture_video: bool = False, track: bool = False, upload_model: bool = False) -> None:
     for wanted, module, flag, extra in ((capture_video, "moviepy", "--capture-video", "video"),
-                                        (track, "wandb", "--track", "track")):
-        if wanted:
-            try:
-                __import__(module)
-            except ImportError:
-                fail(f"{flag} needs {module}: pip install -e '.[{extra}]'")
+                                        (track, "wandb", "--track", "track"),
+                                        (upload_model, "huggingface_hub", "--upload-model", "hub")):
+        if wanted and importlib.util.find_spec(module) is None:
+            fail(f"{flag} needs {module}: pip install -e '.[{extra}]'")
 
 
 def whole_number(text: str) -> int:

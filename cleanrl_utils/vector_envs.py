@@ -153,8 +153,7 @@ class AleVectorEnv(NativeAtariVectorEnv):
     def __init__(self, env_id: str, num_envs: int, noop_max: int = 30):
         from ale_py.vector_env import AtariVectorEnv
         spec = gym.registry[env_id].kwargs
-        self.pools = [AtariVectorEnv(
-            ale_game(env_id), 1, num_threads=1, frameskip=FRAME_SKIP, noop_max=noop_max,
+        self.pools = [AtariVectorEnv(ale_game(env_id), 1, num_threads=1, frameskip=FRAME_SKIP, noop_max=noop_max,
             autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,  # the adapter resets, at once
             repeat_action_probability=spec.get("repeat_action_probability", 0.0),
             full_action_space=spec.get("full_action_space", False), max_num_frames_per_episode=MAX_EPISODE_FRAMES,
