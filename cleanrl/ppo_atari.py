@@ -59,7 +59,7 @@ class Args:
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
     resume: ResumeMode = "no"
-    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda)"""
+    """`--resume`: continue --run-name's run (default: this env/exp/seed's newest) with the settings in its checkpoint; `--resume auto`: the same, or start it if it has no checkpoint (cluster jobs); a resume may change only --total-timesteps (larger: extends the run, the learning rate anneals to the new end), --checkpoint-interval, logging (--progress-bar, --track, --wandb-*, --capture-video, --save-model, --upload-model, --hf-entity) and how it runs (--vector-env, --env-threads, --torch-threads, --compile, --cuda)"""
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 

@@ -210,7 +210,7 @@ def entity_of_login() -> str:
 
 
 def model_card(
-    repo_id: str, model: dict, settings: dict, returns: list[float], script: str, seed: int
+    repo_id: str, model: dict, settings: dict, returns: list[float], script: str, seed: int, recorded: bool
 ) -> tuple[str, dict]:
     """CleanRL's model card: the text and its metadata (tags, library name, the evaluation result as model-index)."""
     import numpy as np
@@ -218,6 +218,7 @@ def model_card(
 
     env_id, exp_name = model["env_id"], model["exp_name"]
     result = f"{np.mean(returns):.2f} +/- {np.std(returns):.2f}"
+    replay = f" `{REPLAY}` is the last of these games." if recorded else ""
     text = f"""
 # (CleanRL) **PPO** Agent Playing **{env_id}**
 
@@ -227,8 +228,8 @@ file `{exp_name}.cleanrl_model` holds the network's weights, the game and the sc
 
 ## Evaluation
 
-Mean return over {len(returns)} full games (all lives, raw score; actions sampled from the policy; evaluation seed
-{seed}): **{result}**. `replay.mp4` is the last of these games.
+Mean return over {len(returns)} full games (raw score, all lives in Atari; actions sampled from the policy;
+evaluation seed {seed}): **{result}**.{replay}
 
 ## Get Started
 
@@ -276,27 +277,37 @@ def write_folder(args: Push, repo_id: str, model_path: str, model: dict, setting
     from huggingface_hub.repocard import metadata_save
 
     from cleanrl_utils.evals.ppo_eval import evaluate, summary
+    from cleanrl_utils.validation import check_env_id, is_atari
 
     folder = os.path.join(args.run_dir, FOLDER)
+    check_env_id(model["env_id"])  # (registers the Atari games)
+    needs = ["moviepy"] + ([] if is_atari(model["env_id"]) else ["pygame"])  # pygame draws classic-control frames
+    if missing := [name for name in needs if importlib.util.find_spec(name) is None]:
+        print(f"note: no {REPLAY}: recording the games needs {' and '.join(missing)}: pip install -e '.[video]'")
     script = model.get("script") or f"{model['exp_name']}.py"
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory(dir=args.run_dir, prefix=".eval-videos-") as videos:
-        print(f"evaluating {model_path} over {args.eval_episodes} games (recorded; the last is the replay)", flush=True)
+        print(
+            f"evaluating {model_path} over {args.eval_episodes} games"
+            + " (recorded; the last is the replay)" * (not missing),
+            flush=True,
+        )
         returns = evaluate(
             model_path,
             eval_episodes=args.eval_episodes,
             seed=args.seed,
             max_steps=args.max_steps,
             device=device,
-            video_dir=videos,
+            video_dir=None if missing else videos,
         )
         if not returns:
             fail(f"no game finished within --max-steps {args.max_steps}; raise it")
         print(f"{len(returns)} games: mean return {summary(returns)}", flush=True)
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
-        last = max(glob.glob(os.path.join(videos, "game*.mp4")), key=os.path.getmtime)
-        shutil.move(last, os.path.join(folder, REPLAY))
+        if not missing:
+            last = max(glob.glob(os.path.join(videos, "game*.mp4")), key=os.path.getmtime)
+            shutil.move(last, os.path.join(folder, REPLAY))
     shutil.copy2(model_path, os.path.join(folder, os.path.basename(model_path)))
     for events in glob.glob(os.path.join(glob.escape(args.run_dir), "events.out.tfevents.*")):
         shutil.copy2(events, folder)
@@ -305,7 +316,7 @@ def write_folder(args: Push, repo_id: str, model_path: str, model: dict, setting
             f.write(model["source"])
     else:
         print(f"note: {model_path} does not hold its training script (saved by an older version): none in the folder")
-    text, metadata = model_card(repo_id, model, settings, returns, script, args.seed)
+    text, metadata = model_card(repo_id, model, settings, returns, script, args.seed, not missing)
     readme = os.path.join(folder, "README.md")
     with open(readme, "w", encoding="utf-8") as f:
         f.write(text)
@@ -318,7 +329,7 @@ def written_for(folder: str, repo_id: str, model_path: str) -> bool:
     from huggingface_hub.repocard import metadata_load
 
     readme, copy = os.path.join(folder, "README.md"), os.path.join(folder, os.path.basename(model_path))
-    if not all(os.path.exists(p) for p in (readme, copy, os.path.join(folder, REPLAY))):
+    if not all(os.path.exists(p) for p in (readme, copy)):
         return False
     with open(readme, encoding="utf-8") as f:
         return (

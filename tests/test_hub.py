@@ -193,8 +193,8 @@ def test_a_cleanrl_state_dict_is_our_network_and_plays_the_game_given(tmp_path):
         evaluate(str(theirs))
     with pytest.raises(
         SystemExit,
-        match=r"^error: the model in .* plays 4 actions and 'PongNoFrameskip-v4' has 6: "
-        r"it was trained on another game; pass that game's --env-id$",
+        match=r"^error: the model in .* does not fit 'PongNoFrameskip-v4': it plays 4 actions and the game has 6 "
+        r"\(it was trained on another game; pass that game's --env-id\)$",
     ):
         evaluate(str(theirs), "PongNoFrameskip-v4")
 

@@ -25,6 +25,7 @@ as in CleanRL::
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import time
 from dataclasses import dataclass
@@ -94,8 +95,8 @@ def load_weights(agent: torch.nn.Module, weights: dict, path: str, env_id: str, 
         if theirs == tuple(mine.shape):
             continue
         if name.startswith("actor.") and action_count is not None:
-            fail(f"the model in {path!r} plays {theirs[0]} actions and {env_id!r} has {action_count}: it was trained "
-                 "on another game; pass that game's --env-id")
+            fail(f"the model in {path!r} does not fit {env_id!r}: it plays {theirs[0]} actions and the game has "
+                 f"{action_count} (it was trained on another game; pass that game's --env-id)")
         fail(f"the model in {path!r} does not fit {env_id!r}: parameter {name} is {theirs} in the file, "
              f"{tuple(mine.shape)} here")
     agent.load_state_dict(weights)
@@ -207,6 +208,8 @@ def evaluate(
             from cleanrl.ppo_atari import Agent as Model
         else:
             from cleanrl.ppo import Agent as Model
+    if video_dir and not atari and importlib.util.find_spec("pygame") is None:
+        fail("--capture-video of a classic-control env needs pygame (it draws the frames): pip install -e '.[video]'")
     if make_env is None:
         frames = "rgb_array" if video_dir else None  # a classic env draws its frames only when asked to
         make_env = make_atari_env if atari else functools.partial(make_classic_env, render_mode=frames)
