@@ -8,6 +8,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
+import subprocess
 import sys
 import time
 from collections import deque
@@ -50,6 +51,10 @@ class Args:
     """whether to capture videos of the agent performances (env 0, under `{runs_dir}/{run_name}/videos`; needs `.[video]`)"""
     save_model: bool = False
     """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
+    upload_model: bool = False
+    """whether to upload the saved model to huggingface at the end of the run: evaluate it, record a replay, write the model card, push (implies --save-model; needs '.[hub]')"""
+    hf_entity: str = ""
+    """the user or org name of the model repository from the Hugging Face Hub (empty: the logged-in user's)"""
     runs_dir: str = "runs"
     """the folder of the TensorBoard logs, checkpoints and saved models"""
     run_name: str | None = None
@@ -197,7 +202,7 @@ if __name__ == "__main__":
     check_ranges(args)
     check_batch(args.num_envs, args.num_steps, args.num_minibatches, args.total_timesteps)
     check_env_id(args.env_id, atari=False)  # before the probe env: an Atari game's pixels would pass as a Box
-    check_extras(capture_video=args.capture_video, track=args.track)
+    check_extras(capture_video=args.capture_video, track=args.track, upload_model=args.upload_model)
     try:  # the env as the run makes it: its spaces, and for --capture-video a drawn frame (classic control: pygame)
         probe_env = gym.make(args.env_id, render_mode="rgb_array" if args.capture_video else None)
         probe_env.reset(seed=0)
@@ -442,10 +447,13 @@ if __name__ == "__main__":
     writer.close()
     if args.track:
         wandb.finish()
-    if args.save_model:
+    if args.save_model or args.upload_model:
         model_path = os.path.join(run_dir, f"{args.exp_name}.cleanrl_model")
         save_model(model_path, agent, args)
         print(f"model saved to {model_path}", flush=True)
+        if args.upload_model and not stop.requested:  # evaluate, record a replay, write the card, push
+            hub = ["-m", "cleanrl_utils.huggingface", "push", "--run-dir", run_dir, "--hf-entity", args.hf_entity]
+            push = subprocess.run([sys.executable, *hub])
     if stop.requested:
         print(
             f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: "
@@ -453,4 +461,4 @@ if __name__ == "__main__":
             file=sys.stderr,
             flush=True,
         )
-    sys.exit(128 + stop.requested if stop.requested else 0)
+    sys.exit(128 + stop.requested if stop.requested else push.returncode if args.upload_model else 0)

@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
 import random
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ class Args:
     """whether to capture videos of the agent performances (env 0, to `{runs_dir}/{run_name}/videos`)"""
     save_model: bool = False
     """whether to save the model to `{runs_dir}/{run_name}/{exp_name}.cleanrl_model` (also when the run stops)"""
+    upload_model: bool = False
+    """whether to upload the saved model to huggingface at the end of the run: evaluate it, record a replay, write the model card, push (implies --save-model; needs '.[hub]')"""
+    hf_entity: str = ""
+    """the user or org name of the model repository from the Hugging Face Hub (empty: the logged-in user's)"""
     runs_dir: str = "runs"
     """the folder of the TensorBoard logs, checkpoints and saved models"""
     run_name: Optional[str] = None
@@ -254,7 +259,7 @@ if __name__ == "__main__":
     check_atari_env_id(args.env_id)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     check_backend(args.vector_env, capture_video=args.capture_video)
-    check_extras(capture_video=args.capture_video, track=args.track)
+    check_extras(capture_video=args.capture_video, track=args.track, upload_model=args.upload_model)
     # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.num_envs)
 
@@ -437,8 +442,11 @@ if __name__ == "__main__":
     if stop.requested:
         resume = resume_command(args, run_name)
         print(f"\nstopped at global step {global_step}; logs kept in {run_dir}; resume with: {resume}", file=sys.stderr)
-    if args.save_model:
+    if args.save_model or args.upload_model:
         model_path = f"{run_dir}/{args.exp_name}.cleanrl_model"
         save_model(model_path, agent, args)
         print(f"model saved to {model_path}", flush=True)
-    sys.exit(128 + stop.requested if stop.requested else 0)
+        if args.upload_model and not stop.requested:  # evaluate, record a replay, write the card, push
+            hub = ["-m", "cleanrl_utils.huggingface", "push", "--run-dir", run_dir, "--hf-entity", args.hf_entity]
+            push = subprocess.run([sys.executable, *hub])
+    sys.exit(128 + stop.requested if stop.requested else push.returncode if args.upload_model else 0)

@@ -29,7 +29,7 @@ RESUME_MODES = ("no", "yes", "auto")
 # What a resume may change (the scripts' --resume help lists it); every other flag keeps the run's stored value.
 MAY_CHANGE_ON_RESUME = (
     "total_timesteps checkpoint_interval progress_bar track wandb_entity wandb_project_name capture_video save_model "
-    "vector_env env_threads torch_threads compile bf16 cuda backend device_ids dist_timeout local_num_envs"
+    "vector_env env_threads torch_threads compile bf16 cuda backend device_ids dist_timeout local_num_envs upload_model hf_entity"
 ).split()
 RUN_IDENTITY = frozenset({"resume", "run_name", "runs_dir"})  # where the run is: never restored, never compared
 RUN_DIR = ""  # this process's run folder (`start_run` sets it), for `full_disk_line`
@@ -113,10 +113,21 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
 
 
 def save_model(path: str, agent: torch.nn.Module, args) -> None:
-    """Weights plus what is needed to rebuild and check the agent (cleanrl_utils/evals/ppo_eval.py reads it)."""
-    instead = f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights"
-    model = {"model": agent.state_dict(), "env_id": args.env_id, "exp_name": args.exp_name}
-    atomic_save(model, path, f"{instead}, and cleanrl_utils/evals/ppo_eval.py reads it; free some space", instead)
+    """Weights, what rebuilds and checks the agent (cleanrl_utils/evals/ppo_eval.py) and the script as it ran (text)"""
+    script, instead = sys.argv[0], f"use the run's {CHECKPOINT_FILE} there instead: it holds the same weights"
+    with open(script if os.path.isfile(script) else os.devnull, encoding="utf-8") as source:
+        atomic_save(
+            {
+                "model": agent.state_dict(),
+                "env_id": args.env_id,
+                "exp_name": args.exp_name,
+                "script": os.path.basename(script),
+                "source": source.read(),
+            },
+            path,
+            f"{instead}, and cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",
+            instead,
+        )
 
 
 def first_sentence(exc: BaseException, most: int = 300) -> str:

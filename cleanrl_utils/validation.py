@@ -51,9 +51,9 @@ def check_name(flag: str, name: str, why: str = "a run is one folder inside --ru
         fail(f"{flag} {name!r} is not a folder name: {why} (no '/', '\\', surrounding spaces, '.' or '..')")
 
 
-def check_extras(capture_video: bool = False, track: bool = False) -> None:
+def check_extras(capture_video: bool = False, track: bool = False, upload_model: bool = False) -> None:
     wanted = [("moviepy", "--capture-video", "video")] * capture_video + [("wandb", "--track", "track")] * track
-    for module, flag, extra in wanted:
+    for module, flag, extra in wanted + [("huggingface_hub", "--upload-model", "hub")] * upload_model:
         try:
             __import__(module)  # a real import: moviepy also needs its own dependencies
         except ImportError:

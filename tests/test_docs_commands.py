@@ -7,6 +7,9 @@ command in the docs needs a rule here. What the rules do:
 - a training script run with `python`: runs for real with a tiny budget appended (later flags win), in a scratch
   folder that stands for the repository root (its `runs/` is where the next commands look);
 - the evaluation and plot commands: run as written on what those tiny runs wrote (the eval with 1 episode);
+- the Hugging Face Hub: the push runs as written (`--dry-run`, 1 game); the downloads run as written with 1 game, in
+  huggingface_hub's offline mode, from a cache filled with the quick start's model (its weights alone, as CleanRL
+  saves them, for a CleanRL repository);
 - cluster submission and sweeps: run as written when they only print (`--dry-run`), else with `--dry-run` /
   `--workers 0` appended (they print the jobs instead of sending them);
 - `torchrun` lines: torchrun's own parser reads the launcher flags and the script's `Args` (tyro) reads the script
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import torch
 import tyro
 from helpers import REPO_ROOT, load_script, run_script
 
@@ -115,7 +119,25 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("shell variable", lambda t: len(t) == 1 and re.fullmatch(r"[A-Z_]+=\S+", t[0]) is not None, "not run"),
     ("training script", script_run, "tiny run"),
     ("torchrun launch", starts("torchrun"), "parse"),
-    ("evaluation", starts("python", "-m", "cleanrl_utils.evals.ppo_eval"), "after training"),
+    (
+        "evaluation",
+        lambda t: starts("python", "-m", "cleanrl_utils.evals.ppo_eval")(t) and "--hf-repository" not in t,
+        "after training",
+    ),
+    (
+        "hub push",
+        lambda t: starts("python", "-m", "cleanrl_utils.huggingface", "push")(t) and "--dry-run" in t,
+        "after training",
+    ),
+    (
+        "hub download",
+        lambda t: (
+            starts("python", "-m", "cleanrl_utils.enjoy")(t)
+            or starts("python", "-m", "cleanrl_utils.evals.ppo_eval")(t)
+            and "--hf-repository" in t
+        ),
+        "from the hub cache",
+    ),
     ("plot", starts("python", "-m", "cleanrl_utils.plot"), "after training"),
     ("sweep", starts("python", "-m", "cleanrl_utils.benchmark"), "print only"),
     ("cluster submission", starts("python", "cleanrl_utils/submit_exp.py"), "print only"),
@@ -258,7 +280,7 @@ def test_commands_run_as_written(tmp_path):
     model = next((tmp_path / "runs").glob("BreakoutNoFrameskip-v4__ppo_atari__*/ppo_atari.cleanrl_model"))
     for command in of_kind("after training"):
         argv = [t.replace("RUN_NAME", model.parent.name) for t in command.tokens]
-        if "cleanrl_utils.evals.ppo_eval" in argv:
+        if "cleanrl_utils.evals.ppo_eval" in argv or "cleanrl_utils.huggingface" in argv:
             argv += ["--eval-episodes", "1"]
         if argv[0] == "tensorboard":
             argv.insert(1, "--inspect")
@@ -268,6 +290,33 @@ def test_commands_run_as_written(tmp_path):
             output = Path(tmp_path, argv[argv.index("--output") + 1])
             assert output.with_suffix(".png").stat().st_size > 0
             assert (tmp_path / "docs") not in output.parents, "the plot example must not write into docs/"
+        if "cleanrl_utils.huggingface" in argv:
+            assert "nothing was sent" in res.stdout and (model.parent / "huggingface" / "README.md").exists()
+
+    # the downloads, offline, from huggingface_hub's cache (tests/test_hub.py fills it the same way)
+    from test_hub import fill_hub_cache
+
+    weights = tmp_path / "cleanrl_format.cleanrl_model"
+    torch.save(torch.load(model, weights_only=True)["model"], weights)  # what CleanRL's ppo_atari.py saves
+    hub = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    for command in of_kind("from the hub cache"):
+        args = (
+            tyro.cli(load_script("cleanrl_utils/enjoy.py", "doc_enjoy").Args, args=command.tokens[3:])
+            if "cleanrl_utils.enjoy" in command.tokens
+            else None
+        )
+        repo_id = (
+            command.tokens[command.tokens.index("--hf-repository") + 1]
+            if args is None
+            else args.hf_repository or f"{args.hf_entity}/{args.env_id}-{args.exp_name}-seed{args.seed}"
+        )
+        if not (tmp_path / "hf" / "hub" / ("models--" + repo_id.replace("/", "--"))).exists():
+            fill_hub_cache(tmp_path / "hf", repo_id, {"ppo_atari.cleanrl_model": weights})
+        argv = command.tokens + ["--eval-episodes", "1"]
+        res = run_script(argv[1:], cwd=tmp_path, timeout=300, env={**FAST, **hub})
+        assert res.returncode == 0 and "1 episodes: mean return" in res.stdout, (
+            f"{command}\n  ran: {shlex.join(argv)}\n  {res.stderr[-1500:]}"
+        )
 
 
 # ---------------------------------------------------------------- written for users
@@ -353,6 +402,7 @@ def test_nothing_user_facing_names_what_was_removed():
 
 
 # a path of this repository in the docs (a placeholder such as `gpu_<GPU name>.md` is not one)
+HUB_REPO = re.compile(r"cleanrl/[A-Z]\w*-v\d+-\w+-seed\d+")  # CleanRL's models on the hub, e.g. cleanrl/Pong...-seed1
 REPO_PATH = re.compile(r"(?<![\w/.-])((?:cleanrl|cleanrl_utils|benchmark|tests|docs|\.ci)/[\w/.-]*\w)(?![\w<{])")
 
 
@@ -360,7 +410,7 @@ def test_every_file_and_link_the_docs_name_exists_and_the_index_lists_every_page
     missing = []
     for path in DOC_FILES:
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            named = [REPO_ROOT / m.group(1) for m in REPO_PATH.finditer(line)]
+            named = [REPO_ROOT / m.group(1) for m in REPO_PATH.finditer(line) if not HUB_REPO.fullmatch(m.group(1))]
             linked = [
                 path.parent / m.group(1)
                 for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line)

@@ -1,12 +1,19 @@
-"""Evaluate a trained model: the return of N full episodes.
+"""Evaluate a trained model: the return of N full episodes, and with `--capture-video` a video of each.
 
     python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
+    python -m cleanrl_utils.evals.ppo_eval --hf-repository cleanrl/BreakoutNoFrameskip-v4-ppo_atari-seed1
 
-The model is the `.cleanrl_model` that `--save-model` writes, or a run's `checkpoint.pt` (written by every
-training script without `--save-model` too). The env id it was trained on decides the network: an Atari game gets
+The model is the `.cleanrl_model` that `--save-model` writes, a run's `checkpoint.pt` (written by every training
+script without `--save-model` too), or the file of CleanRL's own `ppo_atari.py` (its `agent.state_dict()` alone: the
+same network; give its game with `--env-id`), from a path or downloaded from the Hugging Face Hub
+(`--hf-repository`, into huggingface_hub's cache). The env id it was trained on decides the network: an Atari game gets
 `cleanrl/ppo_atari.py`'s `Agent` and the training wrappers, any other env (`cleanrl/ppo.py`'s classic control)
 `cleanrl/ppo.py`'s `Agent`. An Atari episode's return is the sum of the raw (unclipped) game score over all lives,
 as logged during training.
+
+A video (`--capture-video`, needs '.[video]') shows one whole game, all lives, as the emulator draws it: its RGB screen
+(not the 84x84 frames the network reads), one video frame per emulator frame (60 per second of play, 4 per agent
+step with the frame skip of 4), so a game of L frames (its `length`) is a video of L frames.
 
 A copied and modified script evaluates its own network (and, if it changed them, its own wrappers) from Python,
 as in CleanRL::
@@ -17,6 +24,9 @@ as in CleanRL::
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -28,13 +38,17 @@ import torch
 import tyro
 
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.validation import check_env_id, check_positive, fail, is_atari
+from cleanrl_utils.validation import check_env_id, check_extras, check_positive, fail, is_atari
 
 
 @dataclass
 class Args:
-    model_path: str
-    """the `.cleanrl_model` file written by `--save-model`, or a run's `checkpoint.pt`"""
+    model_path: Optional[str] = None
+    """the `.cleanrl_model` file written by `--save-model`, a run's `checkpoint.pt`, or a CleanRL model file"""
+    hf_repository: Optional[str] = None
+    """instead of --model-path: a model on the Hugging Face Hub, `ENTITY/NAME` (its file `{exp_name}.cleanrl_model`)"""
+    exp_name: str = "ppo_atari"
+    """with --hf-repository: the script that trained the model (the repository's file is `{exp_name}.cleanrl_model`)"""
     env_id: Optional[str] = None
     """the game to evaluate on (default: the one the model was trained on)"""
     eval_episodes: int = 10
@@ -47,6 +61,10 @@ class Args:
     """stop after this many agent steps in total, whatever the number of finished episodes"""
     cuda: bool = True
     """run the network on CUDA when a device is there (else on CPU, with a note)"""
+    capture_video: bool = False
+    """record each game as an mp4 (the emulator's screen, all lives) in --video-dir ('.[video]')"""
+    video_dir: Optional[str] = None
+    """the videos' folder (default: `videos/` beside the model file; for --hf-repository, `videos/` here)"""
 
 
 def load_checkpoint(path: str) -> dict:
@@ -59,14 +77,108 @@ def load_checkpoint(path: str) -> dict:
         fail(f"cannot read the model file {path!r} ({type(exc).__name__}); is it a .cleanrl_model or checkpoint.pt?")
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state"), dict) and "agent" in checkpoint["state"]:
         checkpoint = {**checkpoint, "model": checkpoint["state"]["agent"]}  # a run's checkpoint.pt: its agent
+    if isinstance(checkpoint, dict) and checkpoint and all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
+        checkpoint = {"model": checkpoint}  # CleanRL's file: `agent.state_dict()` alone, without its env id
     if not isinstance(checkpoint, dict) or "model" not in checkpoint:
         fail(f"{path!r} holds no model; pass the .cleanrl_model written by --save-model or a run's checkpoint.pt")
     return checkpoint
 
 
-def make_classic_env(env_id: str) -> gym.Env:
+def load_weights(agent: torch.nn.Module, weights: dict, path: str, env_id: str, action_count: Optional[int]) -> None:
+    """`weights` into `agent`; a file of another game or network is one line that says which parameter differs."""
+    own = agent.state_dict()
+    if own.keys() != weights.keys():
+        fail(
+            f"the model in {path!r} is not this network: its parameters are {', '.join(list(weights)[:4])}, ... "
+            f"(the network for {env_id!r} has {', '.join(list(own)[:4])}, ...)"
+        )
+    for name, mine in own.items():
+        theirs = tuple(weights[name].shape)
+        if theirs == tuple(mine.shape):
+            continue
+        if name.startswith("actor.") and action_count is not None:
+            fail(
+                f"the model in {path!r} does not fit {env_id!r}: it plays {theirs[0]} actions and the game has "
+                f"{action_count} (it was trained on another game; pass that game's --env-id)"
+            )
+        fail(
+            f"the model in {path!r} does not fit {env_id!r}: parameter {name} is {theirs} in the file, "
+            f"{tuple(mine.shape)} here"
+        )
+    agent.load_state_dict(weights)
+
+
+class GameRecorder(gym.Wrapper):
+    """Records every frame of each game to an mp4 in `folder`, streamed to ffmpeg (moviepy): the emulator's RGB screen
+    (Atari), else `render()`. Each reset of the env below starts a game; `finish(name)` names its video."""
+
+    def __init__(self, env: gym.Env, folder: str):
+        super().__init__(env)
+        self.folder, self.writer, self.part = folder, None, os.path.join(folder, ".unfinished-game.mp4")
+        self.ale = getattr(env.unwrapped, "ale", None)
+        self.fps = 60 if self.ale is not None else env.metadata.get("render_fps", 30)  # the ALE runs at 60 Hz
+
+    def reset(self, **kwargs: Any):
+        result = self.env.reset(**kwargs)
+        self._discard()  # a game that did not finish
+        self.writer = None  # opened at the first frame, when its size is known
+        return result
+
+    def step(self, action: Any):
+        result = self.env.step(action)
+        frame = self.ale.getScreenRGB() if self.ale is not None else self.env.render()
+        if self.writer is None:
+            from moviepy.video.io.ffmpeg_writer import FFMPEG_VideoWriter
+
+            os.makedirs(self.folder, exist_ok=True)
+            self.writer = FFMPEG_VideoWriter(
+                self.part,
+                (frame.shape[1], frame.shape[0]),
+                self.fps,
+                codec="libx264",
+                ffmpeg_params=["-pix_fmt", "yuv420p"],
+            )  # the players' pixel format
+        self.writer.write_frame(frame)
+        return result
+
+    def finish(self, name: str) -> str:
+        """Close the game's video as `name` in the folder; returns its path."""
+        path = os.path.join(self.folder, name)
+        self.writer.close()
+        os.replace(self.part, path)
+        self.writer = None
+        return path
+
+    def _discard(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            os.remove(self.part)
+            self.writer = None
+
+    def close(self) -> None:
+        self._discard()
+        super().close()
+
+
+def attach_recorder(env: gym.Env, folder: str) -> GameRecorder:
+    """A `GameRecorder` put right above the emulator, under the frame skip (Atari's `AtariPreprocessing`) and the
+    wrappers that serve and count lives, so that it sees every frame of a whole game; else under the outermost."""
+    above = env
+    while (
+        not isinstance(above, gym.wrappers.AtariPreprocessing)
+        and isinstance(above.env, gym.Wrapper)
+        and not isinstance(above.env, (gym.wrappers.TimeLimit, gym.wrappers.OrderEnforcing))
+    ):
+        above = above.env
+    if getattr(above.env.unwrapped, "ale", None) is None and above.env.unwrapped.render_mode != "rgb_array":
+        fail("--capture-video needs an env made with render_mode='rgb_array'")
+    above.env = recorder = GameRecorder(above.env, folder)
+    return recorder
+
+
+def make_classic_env(env_id: str, render_mode: Optional[str] = None) -> gym.Env:
     """The single env of a classic-control evaluation; `info["episode"]` marks a finished episode."""
-    return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+    return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id, render_mode=render_mode))
 
 
 def pick_device(cuda: bool) -> torch.device:
@@ -87,6 +199,7 @@ def evaluate(
     Model: Optional[Callable[[Any], torch.nn.Module]] = None,
     make_env: Optional[Callable[[str], Any]] = None,
     device: torch.device | str = "cpu",
+    video_dir: Optional[str] = None,
 ) -> list[float]:
     """Play `eval_episodes` full games with the saved model; returns their raw scores.
 
@@ -95,7 +208,8 @@ def evaluate(
     `single_observation_space` and has `get_action_and_value(obs)` returning the action first. `greedy=True`
     takes the argmax of the logits instead, `actor(hidden(obs))` (Atari `Agent`) or `actor(obs)` (classic
     `Agent`). `make_env(env_id)` builds the single env (default: the training scripts' Atari wrappers, or
-    `gym.make` with episode statistics); its `info["episode"]` marks a finished episode.
+    `gym.make` with episode statistics); its `info["episode"]` marks a finished episode. With `video_dir`, each
+    game is recorded to `video_dir/game{k}_return{return}.mp4` (module docstring).
     """
     checkpoint = load_checkpoint(model_path)
     env_id = env_id or checkpoint.get("env_id")
@@ -108,17 +222,18 @@ def evaluate(
             from cleanrl.ppo_atari import Agent as Model
         else:
             from cleanrl.ppo import Agent as Model
+    if video_dir and not atari and importlib.util.find_spec("pygame") is None:
+        fail("--capture-video of a classic-control env needs pygame (it draws the frames): pip install -e '.[video]'")
     if make_env is None:
-        make_env = make_atari_env if atari else make_classic_env
+        frames = "rgb_array" if video_dir else None  # a classic env draws its frames only when asked to
+        make_env = make_atari_env if atari else functools.partial(make_classic_env, render_mode=frames)
     env = make_env(env_id)
+    recorder = attach_recorder(env, video_dir) if video_dir else None
     # the agents read the spaces of a vector env: give the single env the same attributes
     env.single_action_space = env.action_space
     env.single_observation_space = env.observation_space
     agent = Model(env).to(device)
-    try:
-        agent.load_state_dict(checkpoint["model"])
-    except RuntimeError:
-        fail(f"the model in {model_path!r} does not fit {env_id!r} (different action count or architecture)")
+    load_weights(agent, checkpoint["model"], model_path, env_id, getattr(env.action_space, "n", None))
     logits_from = "actor(hidden(obs))" if atari else "actor(obs)"  # as the two scripts' Agents compute them
     if greedy and not (hasattr(agent, "actor") and (hasattr(agent, "hidden") or not atari)):
         fail(f"--greedy needs the model's logits from {logits_from}; {type(agent).__name__} has no actor/hidden")
@@ -138,7 +253,12 @@ def evaluate(
         if terminated or truncated:
             if "episode" in info:  # a real game over (in Atari a lost life ends only the learning episode)
                 returns.append(float(info["episode"]["r"]))
-                print(f"eval episode {len(returns)}: return {returns[-1]:.1f}, length {int(info['episode']['l'])}")
+                video = recorder and ", video " + recorder.finish(f"game{len(returns)}_return{returns[-1]:g}.mp4")
+                print(
+                    f"eval episode {len(returns)} of {eval_episodes}: return {returns[-1]:.1f}, length "
+                    f"{int(info['episode']['l'])}{video or ''}",
+                    flush=True,
+                )
                 if len(returns) == eval_episodes:
                     break
             obs, _ = env.reset()
@@ -146,17 +266,40 @@ def evaluate(
     return returns
 
 
+def summary(returns: list[float]) -> str:
+    """`mean +- std` of the games' returns, as the evaluation and the model card report it."""
+    return f"{np.mean(returns):.2f} +- {np.std(returns):.2f}"
+
+
 if __name__ == "__main__":
     args = tyro.cli(Args)
     check_positive(eval_episodes=args.eval_episodes, max_steps=args.max_steps)
+    check_extras(capture_video=args.capture_video)
+    if (args.model_path is None) == (args.hf_repository is None):
+        fail("give the model with --model-path FILE or --hf-repository ENTITY/NAME (one of them)")
+    if args.hf_repository is not None:
+        from cleanrl_utils.huggingface import download_model
+
+        args.model_path = download_model(args.hf_repository, f"{args.exp_name}.cleanrl_model")
+    beside = os.path.dirname(args.model_path) if args.hf_repository is None else ""  # not into huggingface_hub's cache
+    video_dir = args.video_dir or os.path.join(beside, "videos")
     device = pick_device(args.cuda)
     start = time.time()
     returns = evaluate(
-        args.model_path, args.env_id, args.eval_episodes, args.seed, args.greedy, args.max_steps, device=device
+        args.model_path,
+        args.env_id,
+        args.eval_episodes,
+        args.seed,
+        args.greedy,
+        args.max_steps,
+        device=device,
+        video_dir=video_dir if args.capture_video else None,
     )
     if not returns:
         fail(f"no episode finished within --max-steps {args.max_steps}; raise it")
     print(
-        f"{len(returns)} episodes: mean return {np.mean(returns):.2f} +- {np.std(returns):.2f} "
+        f"{len(returns)} episodes: mean return {summary(returns)} "
         f"(min {np.min(returns):.1f}, max {np.max(returns):.1f}) in {time.time() - start:.1f}s"
     )
+    if args.capture_video:
+        print(f"videos of the {len(returns)} games in {video_dir}")

@@ -1,0 +1,70 @@
+"""Play a model from the Hugging Face Hub, with CleanRL's command:
+
+    python -m cleanrl_utils.enjoy --exp-name ppo_atari --env-id BreakoutNoFrameskip-v4
+
+downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository) through
+huggingface_hub (its cache, its token) and evaluates it: a model of this project's scripts or of CleanRL's
+(`agent.state_dict()` alone: the game is --env-id). Needs '.[hub]'.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
+import numpy as np
+import tyro
+
+from cleanrl_utils.evals.ppo_eval import evaluate, pick_device, summary
+from cleanrl_utils.huggingface import check_hub_installed, download_model
+from cleanrl_utils.validation import check_extras, check_positive, fail
+
+
+@dataclass
+class Args:
+    exp_name: str = "ppo_atari"
+    """the name of the script that trained the model (e.g. ppo_atari, ppo); its file is `{exp_name}.cleanrl_model`"""
+    seed: int = 1
+    """the seed of the training run (in the repository's name)"""
+    hf_entity: str = "cleanrl"
+    """the user or org name of the model repository from the Hugging Face Hub"""
+    hf_repository: Optional[str] = None
+    """the model repository, ENTITY/NAME (default: `{hf_entity}/{env_id}-{exp_name}-seed{seed}`)"""
+    env_id: str = "BreakoutNoFrameskip-v4"
+    """the id of the environment (CleanRL's model files do not say it)"""
+    eval_episodes: int = 10
+    """the number of full games to play"""
+    capture_video: bool = False
+    """record each game as an mp4 in --video-dir ('.[video]')"""
+    video_dir: str = "videos"
+    """the videos' folder"""
+    cuda: bool = True
+    """run the network on CUDA when a device is there"""
+
+
+if __name__ == "__main__":
+    args = tyro.cli(Args)
+    check_positive(eval_episodes=args.eval_episodes)
+    check_extras(capture_video=args.capture_video)
+    check_hub_installed("cleanrl_utils.enjoy")
+    repo_id = args.hf_repository or f"{args.hf_entity}/{args.env_id}-{args.exp_name}-seed{args.seed}"
+    model_path = download_model(
+        repo_id,
+        f"{args.exp_name}.cleanrl_model",
+        "--hf-repository" if args.hf_repository else "the repository id ({hf_entity}/{env_id}-{exp_name}-seed{seed})",
+    )
+    print(f"{repo_id}: {model_path}", flush=True)
+    returns = evaluate(
+        model_path,
+        args.env_id,
+        args.eval_episodes,
+        device=pick_device(args.cuda),
+        video_dir=args.video_dir if args.capture_video else None,
+    )
+    if not returns:
+        fail("no game finished")
+    print(
+        f"{len(returns)} episodes: mean return {summary(returns)} (min {np.min(returns):.1f}, "
+        f"max {np.max(returns):.1f})"
+    )
+    if args.capture_video:
+        print(f"videos of the {len(returns)} games in {args.video_dir}")
