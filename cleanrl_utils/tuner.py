@@ -94,6 +94,7 @@ class ActiveTrial:
     runs: list[Run]
     started: float
     earlier_s: float  # wall time of the attempts before this one (a continued trial)
+    threads: int = 1  # each run's threads
     reported: set = field(default_factory=set)
 
 
@@ -288,7 +289,8 @@ class Tuner:
     def threads_per_run(self, num_seeds: int) -> int:
         return max(1, self.cores // self.workers // (num_seeds * len(self.env_ids)))
 
-    def start_trial(self, trial, num_seeds: int) -> ActiveTrial:
+    def prepare_trial(self, trial, num_seeds: int) -> ActiveTrial:
+        """The trial's runs (env ids x seeds) in their run folders, not started yet."""
         params = self.params_fn(trial)
         words = flag_words(params)
         trial.set_user_attr("command", shlex.join(["python", self.script, *words]))
@@ -298,7 +300,6 @@ class Tuner:
             thread_words += ["--torch-threads", str(threads)]
         if script_has_field(self.script, "env_threads") and "--env-threads" not in words:
             thread_words += ["--env-threads", str(threads)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(threads)}
         runs = []
         key = trial.user_attrs["run_key"]
         for env_id in self.env_ids:
@@ -314,17 +315,21 @@ class Tuner:
                         run.attempts = json.load(f)
                 run.follower = EventFollower(run_dir, self.metric)
                 run.follower.poll()
-                if self.time_budget and self.objective != "score" and run.active_seconds(math.inf) >= self.time_budget:
-                    run.done = True  # its budget was spent before the trial was interrupted
-                else:
-                    self.start_run(run, env)
+                # a run whose time budget was spent before its trial was interrupted is not started again
+                run.done = bool(self.time_budget and self.objective != "score"
+                                and run.active_seconds(math.inf) >= self.time_budget)
                 runs.append(run)
         earlier = float(trial.user_attrs.get("earlier_wall_time_s", 0.0))
-        active = ActiveTrial(trial, runs, time.monotonic(), earlier)
         resumed = f" (continues trial {trial.user_attrs['resumes']})" if "resumes" in trial.user_attrs else ""
         say(f"trial {trial.number} RUNNING{resumed}: {len(runs)} run(s), {threads} thread(s) each: "
             f"{' '.join(words)}")
-        return active
+        return ActiveTrial(trial, runs, time.monotonic(), earlier, threads=threads)
+
+    def start_runs(self, active: ActiveTrial) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(active.threads)}
+        for run in active.runs:
+            if not run.done:
+                self.start_run(run, env)
 
     def start_run(self, run: Run, env: dict[str, str]) -> None:
         with open(run.log_path, "a") as log:
@@ -495,15 +500,19 @@ class Tuner:
         try:
             while True:
                 while len(active) < self.workers:
+                    # no stop between the storage's update and the trial's start (the runs must not inherit the
+                    # blocked signals: a run is started after the unblock, and a stop while it starts stops it)
                     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
                     try:
                         trial = self.next_trial(study, num_trials)
-                        if trial is None:
-                            break
-                        every[trial.number] = self.report_every or self.default_report_every(trial)
-                        active.append(self.start_trial(trial, num_seeds))
+                        if trial is not None:
+                            every[trial.number] = self.report_every or self.default_report_every(trial)
+                            active.append(self.prepare_trial(trial, num_seeds))
                     finally:
                         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+                    if trial is None:
+                        break
+                    self.start_runs(active[-1])
                 if not active:
                     break
                 time.sleep(POLL_S)
