@@ -289,3 +289,9 @@ def test_cleanrl_example_runs_with_only_the_import_changed(tmp_path):
     assert trial.state.name == "COMPLETE" and set(trial.params) == {
         "learning-rate", "num-minibatches", "update-epochs", "num-steps", "vf-coef", "max-grad-norm"}
     assert shlex.split(trial.user_attrs["command"])[:2] == ["python", "cleanrl/ppo.py"]
+
+
+def test_help_names_the_options():
+    res = subprocess.run([sys.executable, "-m", "cleanrl_utils.tuner", "--help"], env=tuner_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and "--num-trials" in res.stdout and "--slurm-template-path" in res.stdout
