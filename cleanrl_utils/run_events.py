@@ -50,8 +50,11 @@ class EventFollower:
                     self.last_wall = max(self.last_wall, event.wall_time)
                     if value.tag != self.tag:
                         continue
-                    number = value.simple_value if value.HasField("simple_value") else (
-                        value.tensor.float_val[0] if value.tensor.float_val else float("nan"))
+                    number = (
+                        value.simple_value
+                        if value.HasField("simple_value")
+                        else (value.tensor.float_val[0] if value.tensor.float_val else float("nan"))
+                    )
                     self.steps.append(event.step)
                     self.walls.append(event.wall_time)
                     self.values.append(float(number))
@@ -62,8 +65,9 @@ class EventFollower:
         self.steps, self.walls, self.values = ([xs[i] for i in keep] for xs in (self.steps, self.walls, self.values))
         self.last_step = min(self.last_step, step)
 
-    def mean_last(self, window: int, until_step: float = np.inf, times: np.ndarray | None = None,
-                  until_time: float = np.inf) -> float | None:
+    def mean_last(
+        self, window: int, until_step: float = np.inf, times: np.ndarray | None = None, until_time: float = np.inf
+    ) -> float | None:
         """The mean of the last `window` points up to a step and (`times`: each point's time) a time, or None before
         the first."""
         keep = np.asarray(self.steps, dtype=np.float64) <= until_step

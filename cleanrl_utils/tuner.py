@@ -78,8 +78,11 @@ class Run:
         total = 0.0
         for i, (start, end) in enumerate(self.attempts):
             if end is None:  # the live attempt, or one whose tuner died: until its last logged point
-                end = time.time() if self.process is not None and i == len(self.attempts) - 1 else (
-                    self.follower.last_wall if self.follower else start)
+                end = (
+                    time.time()
+                    if self.process is not None and i == len(self.attempts) - 1
+                    else (self.follower.last_wall if self.follower else start)
+                )
             total += max(0.0, min(end, wall) - start)
         return total
 
@@ -107,13 +110,27 @@ class Tuner:
     under the score-vs-time curve); `report_every`, the interval of the reports to the pruner (steps, or seconds for
     the time objectives); `cores`, the cores the trials share (default: those this process may use)."""
 
-    def __init__(self, script: str, metric: str, target_scores: dict[str, Optional[list[float]]],
-                 params_fn: Callable[[Any], dict[str, Any]], direction: str = "maximize",
-                 aggregation_type: str = "average", metric_last_n_average_window: int = 50, sampler=None,
-                 pruner=None, storage: Optional[str] = None, study_name: str = "", wandb_kwargs: Optional[dict] = None,
-                 workers: int = 1, studies_dir: str = "studies", objective: str = "score",
-                 time_budget: Optional[float] = None, report_every: Optional[float] = None,
-                 cores: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        script: str,
+        metric: str,
+        target_scores: dict[str, Optional[list[float]]],
+        params_fn: Callable[[Any], dict[str, Any]],
+        direction: str = "maximize",
+        aggregation_type: str = "average",
+        metric_last_n_average_window: int = 50,
+        sampler=None,
+        pruner=None,
+        storage: Optional[str] = None,
+        study_name: str = "",
+        wandb_kwargs: Optional[dict] = None,
+        workers: int = 1,
+        studies_dir: str = "studies",
+        objective: str = "score",
+        time_budget: Optional[float] = None,
+        report_every: Optional[float] = None,
+        cores: Optional[int] = None,
+    ) -> None:
         self.script = script
         self.metric = metric
         self.target_scores = target_scores
@@ -150,8 +167,10 @@ class Tuner:
             check_env_id(env_id)
             if target is None:
                 if len(self.target_scores) > 1:
-                    fail(f"{env_id} has no target scores: with several envs each needs [min, max] to put the scores "
-                         "on one scale, e.g. {'CartPole-v1': [0, 500], 'Acrobot-v1': [-500, 0]}")
+                    fail(
+                        f"{env_id} has no target scores: with several envs each needs [min, max] to put the scores "
+                        "on one scale, e.g. {'CartPole-v1': [0, 500], 'Acrobot-v1': [-500, 0]}"
+                    )
             elif len(target) != 2 or not all(isinstance(x, (int, float)) for x in target) or target[0] >= target[1]:
                 fail(f"the target scores of {env_id} must be [min, max] with min < max, got {target}")
         if self.aggregation_type not in AGGREGATIONS:
@@ -161,9 +180,15 @@ class Tuner:
         if self.objective not in OBJECTIVES:
             fail(f"unknown objective {self.objective!r}; use one of {', '.join(OBJECTIVES)}")
         if self.objective != "score" and not (self.time_budget and self.time_budget > 0):
-            fail(f"the objective {self.objective} needs a positive time budget (seconds per run), e.g. --time-budget 60")
-        for name, value in (("num_trials", num_trials), ("num_seeds", num_seeds), ("workers", self.workers),
-                            ("metric_last_n_average_window", self.window)):
+            fail(
+                f"the objective {self.objective} needs a positive time budget (seconds per run), e.g. --time-budget 60"
+            )
+        for name, value in (
+            ("num_trials", num_trials),
+            ("num_seeds", num_seeds),
+            ("workers", self.workers),
+            ("metric_last_n_average_window", self.window),
+        ):
             if not isinstance(value, int) or value <= 0:
                 fail(f"{name} must be a positive whole number, got {value}")
         if self.report_every is not None and self.report_every <= 0:
@@ -185,8 +210,10 @@ class Tuner:
             fail(f"params_fn must return a dict of flag name -> value, got {type(params).__name__}")
         for key in params:
             if str(key).lstrip("-").replace("_", "-") in TUNER_FLAGS:
-                fail(f"params_fn must not set {key!r}: the tuner gives every run its --env-id, --seed, --run-name, "
-                     "--runs-dir and --resume")
+                fail(
+                    f"params_fn must not set {key!r}: the tuner gives every run its --env-id, --seed, --run-name, "
+                    "--runs-dir and --resume"
+                )
         words = flag_words(params)
         for env_id in self.env_ids:
             try:
@@ -210,7 +237,7 @@ class Tuner:
         url = self.storage_url()
         try:
             if url.startswith("journal:"):
-                path = url[len("journal:"):]
+                path = url[len("journal:") :]
                 path = "/" + path.lstrip("/") if path.startswith("///") else path
                 return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
             return optuna.storages.RDBStorage(url)
@@ -219,10 +246,17 @@ class Tuner:
 
     def settings(self, num_seeds: int) -> dict[str, Any]:
         """What the study's scores mean: a rerun that changes any of it needs another study."""
-        return {"script": self.script, "target_scores": {k: v and list(v) for k, v in self.target_scores.items()},
-                "metric": self.metric, "window": self.window, "direction": self.direction,
-                "aggregation_type": self.aggregation_type, "num_seeds": num_seeds, "objective": self.objective,
-                "time_budget": self.time_budget}
+        return {
+            "script": self.script,
+            "target_scores": {k: v and list(v) for k, v in self.target_scores.items()},
+            "metric": self.metric,
+            "window": self.window,
+            "direction": self.direction,
+            "aggregation_type": self.aggregation_type,
+            "num_seeds": num_seeds,
+            "objective": self.objective,
+            "time_budget": self.time_budget,
+        }
 
     def open_study(self, num_seeds: int):
         import optuna
@@ -233,17 +267,26 @@ class Tuner:
         storage = storage or self.open_storage()
         settings = self.settings(num_seeds)
         try:
-            study = optuna.load_study(study_name=self.study_name, storage=storage, sampler=self.sampler,
-                                      pruner=self.pruner)
+            study = optuna.load_study(
+                study_name=self.study_name, storage=storage, sampler=self.sampler, pruner=self.pruner
+            )
         except KeyError:
-            study = optuna.create_study(study_name=self.study_name, storage=storage, sampler=self.sampler,
-                                        pruner=self.pruner, direction=self.direction, load_if_exists=True)
+            study = optuna.create_study(
+                study_name=self.study_name,
+                storage=storage,
+                sampler=self.sampler,
+                pruner=self.pruner,
+                direction=self.direction,
+                load_if_exists=True,
+            )
             study.set_user_attr("tuner", settings)
         stored = study.user_attrs.get("tuner")
         if stored is not None and json.loads(json.dumps(settings)) != stored:
             differ = ", ".join(k for k in settings if stored.get(k) != json.loads(json.dumps(settings))[k])
-            fail(f"the study {self.study_name!r} in {self.storage_url()} was started with other settings ({differ}); "
-                 "give another study name to start a new study")
+            fail(
+                f"the study {self.study_name!r} in {self.storage_url()} was started with other settings ({differ}); "
+                "give another study name to start a new study"
+            )
         return study
 
     def next_trial(self, study, num_trials: int):
@@ -268,9 +311,14 @@ class Tuner:
             successors = {t.user_attrs.get("resumes") for t in trials}
             for t in trials:
                 if t.state == TrialState.FAIL and t.user_attrs.get("interrupted") and t.number not in successors:
-                    study.enqueue_trial(t.params, user_attrs={
-                        "run_key": t.user_attrs.get("run_key", f"trial{t.number:04d}"), "resumes": t.number,
-                        "earlier_wall_time_s": t.user_attrs.get("wall_time_s", 0.0)})
+                    study.enqueue_trial(
+                        t.params,
+                        user_attrs={
+                            "run_key": t.user_attrs.get("run_key", f"trial{t.number:04d}"),
+                            "resumes": t.number,
+                            "earlier_wall_time_s": t.user_attrs.get("wall_time_s", 0.0),
+                        },
+                    )
             trials = study.get_trials(deepcopy=False)
             counts = {s: sum(t.state == s for t in trials) for s in TrialState}
             taken = counts[TrialState.COMPLETE] + counts[TrialState.PRUNED] + counts[TrialState.RUNNING]
@@ -306,9 +354,28 @@ class Tuner:
             for seed in range(1, num_seeds + 1):
                 name = f"{key}__{env_id.replace('/', '-')}__{seed}"
                 run_dir = os.path.join(self.runs_root, name)
-                run = Run(env_id, seed, name, run_dir, [
-                    sys.executable, self.script, *words, *thread_words, "--env-id", env_id, "--seed", str(seed),
-                    "--runs-dir", self.runs_root, "--run-name", name, "--resume", "auto"])
+                run = Run(
+                    env_id,
+                    seed,
+                    name,
+                    run_dir,
+                    [
+                        sys.executable,
+                        self.script,
+                        *words,
+                        *thread_words,
+                        "--env-id",
+                        env_id,
+                        "--seed",
+                        str(seed),
+                        "--runs-dir",
+                        self.runs_root,
+                        "--run-name",
+                        name,
+                        "--resume",
+                        "auto",
+                    ],
+                )
                 os.makedirs(run_dir, exist_ok=True)
                 if os.path.exists(run.attempts_path):
                     with open(run.attempts_path) as f:
@@ -316,13 +383,13 @@ class Tuner:
                 run.follower = EventFollower(run_dir, self.metric)
                 run.follower.poll()
                 # a run whose time budget was spent before its trial was interrupted is not started again
-                run.done = bool(self.time_budget and self.objective != "score"
-                                and run.active_seconds(math.inf) >= self.time_budget)
+                run.done = bool(
+                    self.time_budget and self.objective != "score" and run.active_seconds(math.inf) >= self.time_budget
+                )
                 runs.append(run)
         earlier = float(trial.user_attrs.get("earlier_wall_time_s", 0.0))
         resumed = f" (continues trial {trial.user_attrs['resumes']})" if "resumes" in trial.user_attrs else ""
-        say(f"trial {trial.number} RUNNING{resumed}: {len(runs)} run(s), {threads} thread(s) each: "
-            f"{' '.join(words)}")
+        say(f"trial {trial.number} RUNNING{resumed}: {len(runs)} run(s), {threads} thread(s) each: {' '.join(words)}")
         return ActiveTrial(trial, runs, time.monotonic(), earlier, threads=threads)
 
     def start_runs(self, active: ActiveTrial) -> None:
@@ -335,8 +402,9 @@ class Tuner:
         with open(run.log_path, "a") as log:
             log.write(f"$ {shlex.join(run.words)}\n")
             log.flush()
-            run.process = subprocess.Popen(run.words, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                           env=env, **own_group())
+            run.process = subprocess.Popen(
+                run.words, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, **own_group()
+            )
         run.attempts.append([time.time(), None])
         run.save_attempts()
 
@@ -382,8 +450,10 @@ class Tuner:
         times = times[times <= limit]
         if not len(values):
             return None
-        means = [self.normalised(run.env_id, float(np.mean(values[max(0, i + 1 - self.window): i + 1])))
-                 for i in range(len(values))]
+        means = [
+            self.normalised(run.env_id, float(np.mean(values[max(0, i + 1 - self.window) : i + 1])))
+            for i in range(len(values))
+        ]
         ends = np.append(times[1:], limit)
         return float(np.sum(np.array(means) * (ends - times)) / limit)
 
@@ -424,12 +494,19 @@ class Tuner:
                 if not run.done:
                     self.end_runs(active.runs)
                     lines = log_tail(run.log_path)
-                    active.trial.set_user_attr("error", f"{run.name} exited with {run.returncode}: " + " | ".join(lines))
-                    say(f"trial {active.trial.number} FAILED: {run.name} exited with {run.returncode}; last lines of "
-                        f"{run.log_path}:\n" + "\n".join(f"    {line}" for line in lines))
+                    active.trial.set_user_attr(
+                        "error", f"{run.name} exited with {run.returncode}: " + " | ".join(lines)
+                    )
+                    say(
+                        f"trial {active.trial.number} FAILED: {run.name} exited with {run.returncode}; last lines of "
+                        f"{run.log_path}:\n" + "\n".join(f"    {line}" for line in lines)
+                    )
                     return "FAIL"
-            if (self.objective != "score" and run.process is not None
-                    and run.active_seconds(time.time()) >= self.time_budget):
+            if (
+                self.objective != "score"
+                and run.process is not None
+                and run.active_seconds(time.time()) >= self.time_budget
+            ):
                 self.end_runs([run])
                 run.done = True
         live = [r for r in active.runs if not r.done]
@@ -487,8 +564,10 @@ class Tuner:
             except ImportError:
                 fail("wandb_kwargs needs wandb: pip install -e '.[track]'")
         study = self.open_study(num_seeds)
-        say(f"study {self.study_name}: {num_trials} trials x {num_seeds} seed(s) x {len(self.env_ids)} env(s), "
-            f"{self.workers} at a time on {self.cores} core(s); storage {self.storage_url()}; runs in {self.runs_root}")
+        say(
+            f"study {self.study_name}: {num_trials} trials x {num_seeds} seed(s) x {len(self.env_ids)} env(s), "
+            f"{self.workers} at a time on {self.cores} core(s); storage {self.storage_url()}; runs in {self.runs_root}"
+        )
         active: list[ActiveTrial] = []
         every: dict[int, float] = {}
         failures_in_a_row = 0
@@ -531,8 +610,10 @@ class Tuner:
             say(f"interrupted: stopping {len(active)} running trial(s) at their checkpoints")
             self.interrupt(study, active)
             print_table(study)
-            print(f"error: interrupted; run the same command again to continue the study {self.study_name}",
-                  file=sys.stderr)
+            print(
+                f"error: interrupted; run the same command again to continue the study {self.study_name}",
+                file=sys.stderr,
+            )
             raise SystemExit(130)
         finally:
             for s, handler in previous.items():
@@ -632,9 +713,16 @@ def print_table(study) -> None:
     trials = study.get_trials(deepcopy=False)
     names = sorted({k for t in trials for k in t.params})
     header = ["trial", "state", "score", "wall s", *names]
-    rows = [[str(t.number), state_text(t), fmt(trial_value(study, t.number)),
-             f"{t.user_attrs.get('wall_time_s', 0):.1f}", *(fmt_param(t.params.get(n)) for n in names)]
-            for t in trials]
+    rows = [
+        [
+            str(t.number),
+            state_text(t),
+            fmt(trial_value(study, t.number)),
+            f"{t.user_attrs.get('wall_time_s', 0):.1f}",
+            *(fmt_param(t.params.get(n)) for n in names),
+        ]
+        for t in trials
+    ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for i, row in enumerate([header, *rows]):
         print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
@@ -697,8 +785,11 @@ def param_spec(text: str) -> tuple[str, Callable[[Any], Any]]:
     kind, values = match.group(1), [parse_value(v) for v in match.group(2).split(",")]
     if kind == "choice":
         return name, lambda trial: trial.suggest_categorical(name, values)
-    if len(values) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) \
-            or values[0] >= values[1]:
+    if (
+        len(values) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        or values[0] >= values[1]
+    ):
         fail(f"--params {text!r}: {kind} takes two numbers low,high with low < high")
     if kind == "int":
         if not all(isinstance(v, int) for v in values):
@@ -802,17 +893,37 @@ def tuner_of(args: Args) -> Tuner:
         fail(f"unknown pruner {args.pruner!r}; use median or none")
     if args.sampler not in ("tpe", "random"):
         fail(f"unknown sampler {args.sampler!r}; use tpe or random")
-    pruner = (optuna.pruners.MedianPruner(n_startup_trials=args.pruner_startup_trials,
-                                          n_warmup_steps=args.pruner_warmup_steps)
-              if args.pruner == "median" else optuna.pruners.NopPruner())
-    sampler = (optuna.samplers.TPESampler(seed=args.sampler_seed) if args.sampler == "tpe"
-               else optuna.samplers.RandomSampler(seed=args.sampler_seed))
-    return Tuner(script=args.script, metric=args.metric, target_scores=target_scores_of(args.target_scores),
-                 params_fn=params_function(args.params), direction=args.direction,
-                 aggregation_type=args.aggregation_type, metric_last_n_average_window=args.metric_last_n_average_window,
-                 sampler=sampler, pruner=pruner, storage=args.storage, study_name=args.study_name,
-                 workers=args.workers, studies_dir=args.studies_dir, objective=args.objective,
-                 time_budget=args.time_budget, report_every=args.report_every, cores=args.cores)
+    pruner = (
+        optuna.pruners.MedianPruner(
+            n_startup_trials=args.pruner_startup_trials, n_warmup_steps=args.pruner_warmup_steps
+        )
+        if args.pruner == "median"
+        else optuna.pruners.NopPruner()
+    )
+    sampler = (
+        optuna.samplers.TPESampler(seed=args.sampler_seed)
+        if args.sampler == "tpe"
+        else optuna.samplers.RandomSampler(seed=args.sampler_seed)
+    )
+    return Tuner(
+        script=args.script,
+        metric=args.metric,
+        target_scores=target_scores_of(args.target_scores),
+        params_fn=params_function(args.params),
+        direction=args.direction,
+        aggregation_type=args.aggregation_type,
+        metric_last_n_average_window=args.metric_last_n_average_window,
+        sampler=sampler,
+        pruner=pruner,
+        storage=args.storage,
+        study_name=args.study_name,
+        workers=args.workers,
+        studies_dir=args.studies_dir,
+        objective=args.objective,
+        time_budget=args.time_budget,
+        report_every=args.report_every,
+        cores=args.cores,
+    )
 
 
 def without_slurm_flags(argv: list[str]) -> list[str]:
@@ -822,8 +933,12 @@ def without_slurm_flags(argv: list[str]) -> list[str]:
         if skip:
             skip = False
         elif word.startswith("--slurm-") or word.startswith("--no-slurm-"):
-            skip = "=" not in word and word not in ("--slurm-wait", "--no-slurm-wait", "--slurm-submit",
-                                                    "--no-slurm-submit")
+            skip = "=" not in word and word not in (
+                "--slurm-wait",
+                "--no-slurm-wait",
+                "--slurm-submit",
+                "--no-slurm-submit",
+            )
         else:
             words.append(word)
     return words
@@ -844,18 +959,26 @@ def run_slurm(args: Args, argv: list[str], tuner: Tuner) -> int:
     tuner.storage = tuner.storage or "journal"
     tuner.check(args.num_trials, args.num_seeds)
     log_dir = os.path.join(tuner.study_dir, "slurm")
-    values = {"job_name": tuner.study_name, "partition": args.slurm_partition,
-              "array": f"0-{args.slurm_array_tasks - 1}", "cpus_per_task": args.slurm_cpus_per_task and
-              str(args.slurm_cpus_per_task), "time": args.slurm_time and str(args.slurm_time),
-              "log_dir": os.path.abspath(log_dir), "workdir": shlex.quote(os.getcwd()), "command": shlex.join(task),
-              "signal_seconds": args.slurm_time and str(slurm.time_limit_signal(args.slurm_time)),
-              "requeue_trap": slurm.REQUEUE_TRAP}
+    values = {
+        "job_name": tuner.study_name,
+        "partition": args.slurm_partition,
+        "array": f"0-{args.slurm_array_tasks - 1}",
+        "cpus_per_task": args.slurm_cpus_per_task and str(args.slurm_cpus_per_task),
+        "time": args.slurm_time and str(args.slurm_time),
+        "log_dir": os.path.abspath(log_dir),
+        "workdir": shlex.quote(os.getcwd()),
+        "command": shlex.join(task),
+        "signal_seconds": args.slurm_time and str(slurm.time_limit_signal(args.slurm_time)),
+        "requeue_trap": slurm.REQUEUE_TRAP,
+    }
     with open(args.slurm_template_path) as f:
         script = slurm.render(f.read(), values)
     path = os.path.join(tuner.study_dir, f"{tuner.study_name}.sbatch")
     slurm.write_script(path, script, log_dir)
-    print(f"wrote {path}: a job array of {args.slurm_array_tasks} tuner processes on study {tuner.study_name} "
-          f"(storage {tuner.storage_url()})")
+    print(
+        f"wrote {path}: a job array of {args.slurm_array_tasks} tuner processes on study {tuner.study_name} "
+        f"(storage {tuner.storage_url()})"
+    )
     if not args.slurm_submit:
         print(f"submit it with: {shlex.join(slurm.sbatch_command(path, args.slurm_wait))}")
         return 0

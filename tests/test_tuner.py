@@ -41,7 +41,7 @@ def load(storage_url: str, name: str):
     if storage_url.startswith("journal:"):
         from optuna.storages.journal import JournalFileBackend
 
-        storage = optuna.storages.JournalStorage(JournalFileBackend(storage_url[len("journal:"):]))
+        storage = optuna.storages.JournalStorage(JournalFileBackend(storage_url[len("journal:") :]))
         return optuna.load_study(study_name=name, storage=storage)
     return optuna.load_study(study_name=name, storage=storage_url)
 
@@ -60,8 +60,12 @@ def run_starts(run_dir: Path) -> list[str]:
 
 
 def bad(**changes):
-    args = dict(script=PPO, metric="charts/episodic_return", target_scores={"CartPole-v1": [0, 500]},
-                params_fn=lambda trial: dict(TINY))
+    args = dict(
+        script=PPO,
+        metric="charts/episodic_return",
+        target_scores={"CartPole-v1": [0, 500]},
+        params_fn=lambda trial: dict(TINY),
+    )
     args.update(changes)
     return Tuner(**args)
 
@@ -70,8 +74,10 @@ BAD_INPUTS = {
     "unknown flag": (bad(params_fn=lambda t: {"learning-rat": 0.1}), "the flags of params_fn do not parse"),
     "value refused": (bad(params_fn=lambda t: {"learning-rate": -1.0}), "--learning-rate must be positive"),
     "flag the tuner sets": (bad(params_fn=lambda t: {"seed": 3}), "params_fn must not set 'seed'"),
-    "env without target": (bad(target_scores={"CartPole-v1": [0, 500], "Acrobot-v1": None}),
-                           "Acrobot-v1 has no target scores"),
+    "env without target": (
+        bad(target_scores={"CartPole-v1": [0, 500], "Acrobot-v1": None}),
+        "Acrobot-v1 has no target scores",
+    ),
     "unknown env": (bad(target_scores={"CartPol-v1": [0, 500]}), "unknown environment id 'CartPol-v1'"),
     "aggregation": (bad(aggregation_type="mean"), "unknown aggregation_type 'mean'"),
     "direction": (bad(direction="up"), "unknown direction 'up'"),
@@ -94,9 +100,24 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path, monkeypatch):
 
 
 def test_bad_input_on_the_command_line_is_one_line(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "cleanrl_utils.tuner", "--script", PPO, "--study-name", "..",
-                          "--params", "total-timesteps=2048"], cwd=tmp_path, env=tuner_env(), capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cleanrl_utils.tuner",
+            "--script",
+            PPO,
+            "--study-name",
+            "..",
+            "--params",
+            "total-timesteps=2048",
+        ],
+        cwd=tmp_path,
+        env=tuner_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 1 and res.stderr.strip().count("\n") == 0, res.stderr
     assert res.stderr.startswith("error: the study name '..' is not a folder name"), res.stderr
     assert os.listdir(tmp_path) == []
@@ -110,8 +131,11 @@ def readme_command() -> list[str]:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
     from test_docs_commands import extract_commands
 
-    found = [c.tokens for c in extract_commands(REPO_ROOT / "README.md")
-             if c.tokens[:3] == ["python", "-m", "cleanrl_utils.tuner"]]
+    found = [
+        c.tokens
+        for c in extract_commands(REPO_ROOT / "README.md")
+        if c.tokens[:3] == ["python", "-m", "cleanrl_utils.tuner"]
+    ]
     assert len(found) == 1, found
     return found[0]
 
@@ -140,8 +164,9 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and tuner.poll() is None:  # a trial done, and running runs past their start
         log = (tmp_path / "first.log").read_text()
-        live = [d for d in runs.glob("*") if "checkpoint:" not in (d / "tuner.log").read_text()] \
-            if runs.exists() else []
+        live = (
+            [d for d in runs.glob("*") if "checkpoint:" not in (d / "tuner.log").read_text()] if runs.exists() else []
+        )
         if "COMPLETE" in log and live and all(follow(d).last_step > 0 for d in live):
             break
         time.sleep(0.2)
@@ -197,12 +222,24 @@ def test_a_bad_trial_is_pruned_while_it_runs_and_a_crashed_one_fails(tmp_path, m
 
     def params(trial):
         bad = trial.number == 3
-        return {"learning-rate": 1e-7 if bad else 2.5e-3, "num-minibatches": 3 if trial.number == 0 else 2,
-                "total-timesteps": total if bad else 8192, "num-envs": 4, "num-steps": 64}
+        return {
+            "learning-rate": 1e-7 if bad else 2.5e-3,
+            "num-minibatches": 3 if trial.number == 0 else 2,
+            "total-timesteps": total if bad else 8192,
+            "num-envs": 4,
+            "num-steps": 64,
+        }
 
-    tuner = Tuner(script=PPO, metric="charts/episodic_return", target_scores={"CartPole-v1": [0, 500]},
-                  params_fn=params, metric_last_n_average_window=10, report_every=1024, study_name="prune",
-                  pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2048))
+    tuner = Tuner(
+        script=PPO,
+        metric="charts/episodic_return",
+        target_scores={"CartPole-v1": [0, 500]},
+        params_fn=params,
+        metric_last_n_average_window=10,
+        report_every=1024,
+        study_name="prune",
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2048),
+    )
     study = tuner.tune(num_trials=3, num_seeds=1)
     trials = study.get_trials()
     assert [t.state.name for t in trials] == ["FAIL", "COMPLETE", "COMPLETE", "PRUNED"]
@@ -220,11 +257,31 @@ def test_a_bad_trial_is_pruned_while_it_runs_and_a_crashed_one_fails(tmp_path, m
 
 
 def two_tuner_command(study_dir_root: str, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "cleanrl_utils.tuner", "--script", "cleanrl/ppo.py",
-            "--target-scores", "CartPole-v1=0,500", "--params", "learning-rate=loguniform(3e-4,3e-3)",
-            *(f"{k}={v}" for k, v in TINY.items()), "--num-seeds", "1", "--workers", "1",
-            "--metric-last-n-average-window", "5", "--pruner", "none", "--studies-dir", study_dir_root,
-            "--study-name", "shared", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "cleanrl_utils.tuner",
+        "--script",
+        "cleanrl/ppo.py",
+        "--target-scores",
+        "CartPole-v1=0,500",
+        "--params",
+        "learning-rate=loguniform(3e-4,3e-3)",
+        *(f"{k}={v}" for k, v in TINY.items()),
+        "--num-seeds",
+        "1",
+        "--workers",
+        "1",
+        "--metric-last-n-average-window",
+        "5",
+        "--pruner",
+        "none",
+        "--studies-dir",
+        study_dir_root,
+        "--study-name",
+        "shared",
+        *extra,
+    ]
 
 
 def check_shared(root: Path, num_trials: int) -> set[str]:
@@ -242,8 +299,12 @@ def check_shared(root: Path, num_trials: int) -> set[str]:
 def test_two_tuner_processes_share_one_journal_study(tmp_path):
     root = scratch(tmp_path)
     command = two_tuner_command("studies", ["--num-trials", "4", "--storage", "journal"])
-    procs = [subprocess.Popen(command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     assert len(check_shared(root, 4)) == 2  # both processes ran trials
@@ -253,9 +314,20 @@ def test_two_tuner_processes_share_one_journal_study(tmp_path):
 @pytest.mark.slurm
 def test_a_slurm_array_of_two_tuners_finishes_one_study(tmp_path, slurm_cluster):
     root = scratch(tmp_path)
-    command = two_tuner_command(str(root / "studies"), [
-        "--num-trials", "3", "--slurm-template-path", str(REPO_ROOT / "benchmark" / "slurm_tune.template"),
-        "--slurm-array-tasks", "2", "--slurm-cpus-per-task", "1", "--slurm-wait"])
+    command = two_tuner_command(
+        str(root / "studies"),
+        [
+            "--num-trials",
+            "3",
+            "--slurm-template-path",
+            str(REPO_ROOT / "benchmark" / "slurm_tune.template"),
+            "--slurm-array-tasks",
+            "2",
+            "--slurm-cpus-per-task",
+            "1",
+            "--slurm-wait",
+        ],
+    )
     env = {**slurm_cluster.env, **tuner_env(), "SLURM_CONF": slurm_cluster.env["SLURM_CONF"]}
     res = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=400)
     logs = "\n".join(p.read_text() for p in (root / "studies" / "shared" / "slurm").glob("*.log"))
@@ -278,20 +350,33 @@ def test_cleanrl_example_runs_with_only_the_import_changed(tmp_path):
     assert smaller.count("10000,") == 1 and "num_trials=1," in smaller and "num_seeds=1," in smaller
     root = scratch(tmp_path)
     (root / "example.py").write_text(smaller)
-    res = subprocess.run([sys.executable, "example.py"], cwd=root, env=tuner_env(), capture_output=True, text=True,
-                         timeout=300)
+    res = subprocess.run(
+        [sys.executable, "example.py"], cwd=root, env=tuner_env(), capture_output=True, text=True, timeout=300
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "best trial 0: normalised score" in res.stdout, res.stdout
     assert "--env-id CartPole-v1" in res.stdout and "--env-id Acrobot-v1" in res.stdout
-    study = load(f"sqlite:///{root / 'studies' / 'ppo__CartPole-v1__Acrobot-v1' / 'study.db'}",
-                 "ppo__CartPole-v1__Acrobot-v1")
+    study = load(
+        f"sqlite:///{root / 'studies' / 'ppo__CartPole-v1__Acrobot-v1' / 'study.db'}", "ppo__CartPole-v1__Acrobot-v1"
+    )
     (trial,) = study.get_trials()
     assert trial.state.name == "COMPLETE" and set(trial.params) == {
-        "learning-rate", "num-minibatches", "update-epochs", "num-steps", "vf-coef", "max-grad-norm"}
+        "learning-rate",
+        "num-minibatches",
+        "update-epochs",
+        "num-steps",
+        "vf-coef",
+        "max-grad-norm",
+    }
     assert shlex.split(trial.user_attrs["command"])[:2] == ["python", "cleanrl/ppo.py"]
 
 
 def test_help_names_the_options():
-    res = subprocess.run([sys.executable, "-m", "cleanrl_utils.tuner", "--help"], env=tuner_env(), capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "cleanrl_utils.tuner", "--help"],
+        env=tuner_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0 and "--num-trials" in res.stdout and "--slurm-template-path" in res.stdout
