@@ -33,6 +33,7 @@ class EventFollower:
     values: list[float] = field(default_factory=list)
     last_step: int = 0  # the furthest step of any tag
     last_wall: float = 0.0  # the wall-clock time of the newest point of any tag
+    file_starts: list[float] = field(default_factory=list)  # each event file's first event: an attempt's start
     _loaders: dict[str, LegacyEventFileLoader] = field(default_factory=dict)
 
     def poll(self) -> None:
@@ -41,6 +42,8 @@ class EventFollower:
         for path in paths:
             loader = self._loaders.setdefault(path, LegacyEventFileLoader(path))
             for event in loader.Load():
+                if len(self.file_starts) < len(self._loaders):
+                    self.file_starts.append(event.wall_time)
                 if event.HasField("session_log") and event.session_log.status == SessionLog.START:
                     self._purge(event.step)
                 if not event.HasField("summary"):

@@ -74,16 +74,19 @@ class Run:
         return os.path.join(self.run_dir, "tuner.log")
 
     def active_seconds(self, wall: float) -> float:
-        """How long the run had been running (over all its attempts) at the wall-clock time `wall`."""
+        """How long the run had been running (over all its attempts) at the wall-clock time `wall`: each attempt
+        from its first logged event (after the imports and the env's start, which a busy machine slows most) to
+        its end."""
         total = 0.0
+        starts = sorted(self.follower.file_starts) if self.follower else []
         for i, (start, end) in enumerate(self.attempts):
+            live = self.process is not None and i == len(self.attempts) - 1
+            first = next((f for f in starts if f >= start and (end is None or f <= end)), None)
+            if first is None:  # nothing logged yet in this attempt
+                continue
             if end is None:  # the live attempt, or one whose tuner died: until its last logged point
-                end = (
-                    time.time()
-                    if self.process is not None and i == len(self.attempts) - 1
-                    else (self.follower.last_wall if self.follower else start)
-                )
-            total += max(0.0, min(end, wall) - start)
+                end = time.time() if live else self.follower.last_wall
+            total += max(0.0, min(end, wall) - first)
         return total
 
     def save_attempts(self) -> None:
@@ -304,7 +307,7 @@ class Tuner:
             host = socket.gethostname()
             for t in trials:
                 owner = t.user_attrs.get("owner", "")
-                if t.state == TrialState.RUNNING and owner.rpartition(":")[0] == host and not pid_alive(owner):
+                if t.state == TrialState.RUNNING and owner.split(":")[0] == host and not pid_alive(owner):
                     optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
                     study.tell(t.number, state=TrialState.FAIL)
             trials = study.get_trials(deepcopy=False)
@@ -325,7 +328,7 @@ class Tuner:
             if not counts[TrialState.WAITING] and taken >= num_trials:
                 return None
             trial = study.ask()
-            trial.set_user_attr("owner", f"{host}:{os.getpid()}")
+            trial.set_user_attr("owner", owner_id())
             if "run_key" not in trial.user_attrs:
                 trial.set_user_attr("run_key", f"trial{trial.number:04d}")
             return trial
@@ -526,7 +529,8 @@ class Tuner:
             return "COMPLETE"
         return None
 
-    def end_trial(self, study, active: ActiveTrial, state: str) -> None:
+    def end_trial(self, study, active: ActiveTrial, state: str) -> str:
+        """Record the trial's end; returns its state (a trial whose runs logged no game fails)."""
         import optuna
 
         TrialState = optuna.trial.TrialState
@@ -549,6 +553,7 @@ class Tuner:
             say(f"trial {trial.number} {state}: score {fmt(shown)} in {seconds:.1f}s")
         if self.wandb_kwargs:
             log_to_wandb(self.wandb_kwargs, trial, state, shown)
+        return state
 
     # ------------------------------------------------------------------------------------------ the loop
 
@@ -593,13 +598,16 @@ class Tuner:
                         break
                     self.start_runs(active[-1])
                 if not active:
+                    elsewhere = [t.number for t in study.get_trials(deepcopy=False) if t.state.name == "RUNNING"]
+                    if elsewhere:
+                        say(f"nothing left to start here; trial(s) {', '.join(map(str, elsewhere))} run elsewhere")
                     break
                 time.sleep(POLL_S)
                 for item in list(active):
                     state = self.poll_trial(study, item, every[item.trial.number])
                     if state is not None:
                         active.remove(item)
-                        self.end_trial(study, item, state)
+                        state = self.end_trial(study, item, state)
                         failures_in_a_row = failures_in_a_row + 1 if state == "FAIL" else 0
                 if failures_in_a_row >= max(3, self.workers):
                     self.interrupt(study, active)
@@ -660,17 +668,24 @@ def script_has_field(script: str, name: str) -> bool:
         return re.search(rf"^\s+{name}\s*:", f.read(), re.MULTILINE) is not None
 
 
+def owner_id() -> str:
+    """This tuner process: host, pid and the process's start time (pids are reused: on a busy machine soon)."""
+    import psutil
+
+    return f"{socket.gethostname()}:{os.getpid()}:{psutil.Process().create_time():.2f}"
+
+
 def pid_alive(owner: str) -> bool:
-    pid = owner.rpartition(":")[2]
+    """Whether the tuner process `owner` (of `owner_id`, on this host) still runs."""
+    import psutil
+
+    _, pid, started = (owner.split(":") + ["", ""])[:3]
     if not pid.isdigit():
         return True
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
+        return f"{psutil.Process(int(pid)).create_time():.2f}" == started or not started
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def first_line(exc: BaseException) -> str:

@@ -164,9 +164,8 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and tuner.poll() is None:  # a trial done, and running runs past their start
         log = (tmp_path / "first.log").read_text()
-        live = (
-            [d for d in runs.glob("*") if "checkpoint:" not in (d / "tuner.log").read_text()] if runs.exists() else []
-        )
+        logs = [d / "tuner.log" for d in runs.glob("*")] if runs.exists() else []
+        live = [p.parent for p in logs if not p.exists() or "checkpoint:" not in p.read_text()]
         if "COMPLETE" in log and live and all(follow(d).last_step > 0 for d in live):
             break
         time.sleep(0.2)
@@ -179,7 +178,8 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     study = load(f"sqlite:///{root / 'studies' / 'ppo__CartPole-v1' / 'study.db'}", "ppo__CartPole-v1")
     trials = study.get_trials()
-    assert len(counted(study)) == num_trials
+    states = [(t.number, t.state.name, t.user_attrs.get("owner"), t.user_attrs.get("resumes")) for t in trials]
+    assert len(counted(study)) == num_trials, f"{states}\n{first}\n{res.stdout}"
     interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
     assert interrupted
     for t in interrupted:  # each continued by exactly one trial on the same run folders
@@ -380,3 +380,29 @@ def test_help_names_the_options():
         timeout=120,
     )
     assert res.returncode == 0 and "--num-trials" in res.stdout and "--slurm-template-path" in res.stdout
+
+
+@pytest.mark.slow
+def test_time_auc_stops_each_run_at_its_time_budget(tmp_path, monkeypatch):
+    """objective time_auc: each run is stopped (at a checkpoint) once it has run for the budget, and the trial's
+    value is the mean normalised score over the budget, between 0 and the final score."""
+    monkeypatch.chdir(tmp_path)
+    budget = 15.0
+    tuner = Tuner(
+        script=PPO,
+        metric="charts/episodic_return",
+        target_scores={"CartPole-v1": [0, 500]},
+        params_fn=lambda trial: {"total-timesteps": 10_000_000, "num-envs": 4, "num-steps": 64},
+        metric_last_n_average_window=10,
+        objective="time_auc",
+        time_budget=budget,
+        study_name="auc",
+    )
+    study = tuner.tune(num_trials=1, num_seeds=1)
+    (trial,) = study.get_trials()
+    assert trial.state.name == "COMPLETE", trial.user_attrs
+    run_dir = tmp_path / "studies" / "auc" / "runs" / "trial0000__CartPole-v1__1"
+    assert "stopping at the end of this iteration" in (run_dir / "tuner.log").read_text()
+    follower = follow(run_dir)
+    assert 0 < trial.value <= max(follower.values) / 500 and follower.last_step < 10_000_000
+    assert trial.intermediate_values and set(trial.intermediate_values) <= {1, 3, 4, 6, 7, 9, 10, 12, 13, 15}
