@@ -622,7 +622,7 @@ class Tuner:
                 f"error: interrupted; run the same command again to continue the study {self.study_name}",
                 file=sys.stderr,
             )
-            raise SystemExit(130)
+            raise SystemExit(130) from None
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
