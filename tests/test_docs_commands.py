@@ -148,10 +148,16 @@ RULES: list[tuple[str, Callable[[list[str]], bool], str]] = [
     ("GPU check's wheels (downloads)", starts("bash", "benchmark/gpu_wheels.sh"), "help"),
     ("learning report (needs finished runs)", starts("python", "-m", "benchmark.lab.learning"), "help"),
     ("TensorBoard server", starts("tensorboard", "--logdir"), "after training"),
-    ("tuning study (tests/test_tuner.py runs the README's as written)", starts("python", "-m", "cleanrl_utils.tuner"),
-     "own test"),
-    ("tuning example (minutes; its code path is tests/test_tuner.py's)", starts("python", "benchmark/tuner_example.py"),
-     "not run"),
+    (
+        "tuning study (tests/test_tuner.py runs the README's as written)",
+        starts("python", "-m", "cleanrl_utils.tuner"),
+        "own test",
+    ),
+    (
+        "tuning example (minutes; its code path is tests/test_tuner.py's)",
+        starts("python", "benchmark/tuner_example.py"),
+        "not run",
+    ),
     ("Optuna dashboard (a server; not installed with the project)", starts("optuna-dashboard"), "not run"),
 ]
 
