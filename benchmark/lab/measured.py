@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 import psutil
@@ -220,6 +221,25 @@ class Measured:
     rank_cores_busy: dict[int, float] = field(default_factory=dict)
     """cores each torchrun rank kept busy over the run's wall time (its CPU time with its env processes), by rank;
     empty for a run without ranks"""
+
+
+def md_table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
+    """The lines of a markdown table (an empty cell is written `| |`)."""
+
+    def line(cells: Sequence[Any]) -> str:
+        return "|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"
+
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
+
+
+def failed_row(columns: int, first: Any, error: str) -> list[Any]:
+    """A table's row of a run that failed: its name, the error, empty cells."""
+    return [first, f"failed: {error}"] + [""] * (columns - 2)
+
+
+def file_tag(name: str) -> str:
+    """A machine's or GPU's name as a file name's part: letters and digits, the rest as single dashes."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
 
 
 def repo_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
