@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 import tyro
 
-from benchmark.lab.measured import cpu_name
+from benchmark.lab.measured import cpu_name, md_table
 from cleanrl_utils import plot
 from cleanrl_utils.validation import fail
 
@@ -604,10 +604,8 @@ def verdict(
 
 
 def report(args: Args) -> int:
-    if not args.report_path:
-        args.report_path = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}.get(
-            args.profile, "docs/results.md"
-        )
+    pages = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}
+    args.report_path = args.report_path or pages.get(args.profile, "docs/results.md")
     if args.profile == "full-cpu":
         return report_long(args)
     finished = load_finished(args)
@@ -624,29 +622,26 @@ def report(args: Args) -> int:
         by_config.setdefault(r.config, []).append(r)
     windows = [f"{lo // 1000}-{(lo + WINDOW) // 1000}k" for lo in range(0, total, WINDOW)]
 
-    lines = [f"| configuration | seed | {' | '.join(windows)} |", "|---|---|" + "---|" * len(windows)]
+    rows = []
     for name, runs in by_config.items():
-        for r in runs:
-            lines.append(f"| {name} | {r.seed} | " + " | ".join(f"{v:.2f}" for v in window_means(r, total)) + " |")
+        rows += [[name, r.seed, *window_means(r, total)] for r in runs]
         if len(runs) > 1:
-            mean = np.mean([window_means(r, total) for r in runs], axis=0)
-            lines.append(f"| **{name}, mean** | {len(runs)} seeds | " + " | ".join(f"{v:.2f}" for v in mean) + " |")
-    for label, values in ANCHORS.items():
-        lines.append(f"| {label} | 1 | " + " | ".join(f"{v:.2f}" for v in values) + " |")
-    table = "\n".join(lines)
-
-    runs_table = [
-        "| configuration | seed | steps | wall time | SPS | games | machine | finished | command |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, runs in by_config.items():
-        for r in runs:
-            m = r.meta
-            runs_table.append(
-                f"| {name} | {r.seed} | {m['steps']:,} | {plot.format_duration(m['wall_seconds'])} | "
-                f"{m['sps']:.0f} | {m['episodes']} | {m['machine']} | {m['finished']} | "
-                f"`{m['command']}` |"
+            rows.append(
+                [f"**{name}, mean**", f"{len(runs)} seeds", *np.mean([window_means(r, total) for r in runs], 0)]
             )
+    rows += [[label, 1, *values] for label, values in ANCHORS.items()]
+    rows = [[a, b, *(f"{v:.2f}" for v in values)] for a, b, *values in rows]
+    table = "\n".join(md_table(["configuration", "seed", *windows], rows))
+    runs_table = md_table(
+        ["configuration", "seed", "steps", "wall time", "SPS", "games", "machine", "finished", "command"],
+        [
+            [name, r.seed, f"{m['steps']:,}", plot.format_duration(m["wall_seconds"]), f"{m['sps']:.0f}"]
+            + [m["episodes"], m["machine"], m["finished"], f"`{m['command']}`"]
+            for name, runs in by_config.items()
+            for r in runs
+            for m in [r.meta]
+        ],
+    )
     verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total, order[0])}" for name, runs in by_config.items()]
     missing = [
         f"{p.config.name} seed {p.seed}"

@@ -1,7 +1,6 @@
-"""A command run and measured while it runs, for the lab (throughput.py, seed_claims.py, gpu_check.py):
-the CPU use of its process tree (and of each torchrun rank in it), the machine's CPU use, the use of
-every GPU this process's CUDA would see, and the tree's peak resident memory. All of it from outside the run (psutil,
-nvidia-smi): the measured scripts report nothing for it."""
+"""A command run and measured while it runs, for the lab: the CPU use of its process tree (and of each torchrun rank
+in it), the machine's CPU use, every visible GPU's use and the tree's peak memory, all from outside (psutil,
+nvidia-smi); and the small helpers the lab's reports share."""
 
 from __future__ import annotations
 
@@ -108,18 +107,10 @@ def gpu_utilisation(uuids: Sequence[str], timeout: Optional[float] = None) -> Op
 
 
 class TreeSampler:
-    """Samples, every `interval` seconds in the background, a process and all its descendants.
-
-    CPU: each sample adds, for every process of the tree, the CPU time (user + system) it used since the previous
-    sample (for the processes already there when the sampler is built: since then; for a process seen for the first
-    time: all of it, it started since). This is what summing ``psutil.Process.cpu_percent`` over the tree measures,
-    but a child that lives shorter than one interval still counts. The CPU time of a process's last interval before
-    it exits is lost (keep the interval short against the run). Also the machine's CPU % (all processes, others'
-    included), the tree's resident memory, and the utilisation of each GPU of `gpus` (UUIDs).
-
-    Per rank: the CPU seconds of the processes whose environment names a torchrun rank (``RANK``, which torchrun
-    sets for its workers and their env processes inherit), by rank (`rank_cpu_seconds`); torchrun itself has none.
-    """
+    """Samples, every `interval` seconds in the background, a process and all its descendants: the CPU time each
+    used since the last sample (a process seen first: all of it; a process's last interval before it exits is lost),
+    the machine's CPU %, the tree's resident memory, each GPU's utilisation (`gpus`: UUIDs), and the CPU seconds of
+    each torchrun rank's processes (``RANK`` in their environment; `rank_cpu_seconds`)."""
 
     def __init__(self, pid: int, interval: float = 0.5, cores: Optional[int] = None, gpus: Sequence[str] = ()):
         self.root = psutil.Process(pid)

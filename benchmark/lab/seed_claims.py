@@ -111,16 +111,8 @@ def apply_quick(args: Args) -> Args:
 
 
 def check_args(args: Args) -> None:
-    check_positive(
-        iterations=args.iterations,
-        baseline_iterations=args.baseline_iterations,
-        repeats=args.repeats,
-        num_envs=args.num_envs,
-        allreduce_repeats=args.allreduce_repeats,
-        env_seconds=args.env_seconds,
-        gpus_per_node=args.gpus_per_node,
-        assumed_gpu_rank_sps=args.assumed_gpu_rank_sps,
-    )
+    positive = ("iterations", "baseline_iterations", "repeats", "num_envs", "allreduce_repeats", "env_seconds")
+    check_positive(**{name: getattr(args, name) for name in (*positive, "gpus_per_node", "assumed_gpu_rank_sps")})
     if args.iterations < 2 or args.baseline_iterations < 2:
         fail("--iterations and --baseline-iterations must be at least 2 (the steady SPS leaves out the first)")
     if len(args.bandwidths_gbit) != len(args.latencies_us):
@@ -128,8 +120,7 @@ def check_args(args: Args) -> None:
             f"--bandwidths-gbit has {len(args.bandwidths_gbit)} values and --latencies-us "
             f"{len(args.latencies_us)}: give one latency per bandwidth"
         )
-    unknown = [b for b in args.backends if b not in ("sync", "async", "ale", "envpool")]
-    if unknown:
+    if unknown := [b for b in args.backends if b not in ("sync", "async", "ale", "envpool")]:
         fail(f"unknown backend(s) {', '.join(unknown)}: choose from sync, async, ale, envpool")
     for name in ("ranks", "allreduce_ranks", "envs_per_core", "nodes", "bandwidths_gbit", "latencies_us"):
         values = getattr(args, name)
