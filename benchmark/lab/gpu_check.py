@@ -1,13 +1,8 @@
-"""One run that checks a GPU machine (driven by benchmark/gpu_check.sh): the correctness steps first (versions, the
-scripts' CUDA paths end to end, their host syncs, the multi-GPU script under torchrun), then the throughput steps,
-each with its own time limit (``LIMITS``) and all of them within ``--budget`` seconds. Prints one PASS/FAIL line per
-step and writes the figures to ``gpu_<GPU name>.md`` and ``.json`` in ``--out``, also when it is stopped (SIGTERM,
-SIGINT: its runs are stopped, the report holds the steps done so far, exit 128 + the signal's number).
-
-With ``--cpu`` every step runs on CPU (gloo, tiny sizes, ``torch.compile`` disabled) and the report goes to a new
-temporary folder (or ``--out``): a check of this tool itself on any machine, not a measurement.
-
-This process never initialises CUDA: every step runs in child processes, which get the GPU to themselves.
+"""One run that checks a GPU machine (driven by benchmark/gpu_check.sh): the correctness steps first, then the
+throughput steps, each within its time limit (``LIMITS``) and all within ``--budget`` seconds. Prints one PASS/FAIL
+line per step and writes ``gpu_<GPU name>.md`` and ``.json`` to ``--out``, also when stopped (SIGTERM, SIGINT: exit
+128 + the signal's number). ``--cpu`` runs every step on CPU with tiny sizes: a check of this tool, not a measurement.
+Every step runs in child processes: this one never initialises CUDA.
 """
 
 from __future__ import annotations
@@ -34,13 +29,13 @@ from cleanrl_utils.vector_envs import FRAME_SKIP, MAX_EPISODE_FRAMES
 
 SCRIPT = "cleanrl/ppo_atari.py"
 MULTIGPU_SCRIPT = "cleanrl/ppo_atari_multigpu.py"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 MULTIGPU_MODEL = "ppo_atari_multigpu.cleanrl_model"
 """what --save-model writes in the run folder (the default --exp-name is the script's name)"""
 HOST_SYNCS = re.compile(r"host syncs: rollout step ([\d.]+), minibatch ([\d.]+), iteration rest ([\d.]+) \((.+)\)")
 
 BUDGET_S = 310.0
-"""the default --budget; benchmark/gpu_check.sh allows 20 s more for the wheels' install, this process's start and
-the report: 330 s in all"""
+"""the default --budget (benchmark/gpu_check.sh allows 20 s more: 330 s in all)"""
 LIMITS: dict[str, tuple[float, float]] = {
     # correctness
     "versions": (15, 8),
@@ -63,12 +58,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "gpu_use": (1, 1),
 }
 """each step's time limit in seconds at the default budget, on a GPU and with --cpu (another --budget scales them
-all): a few process starts each, as a 16-core machine with one H100 or H200 takes them, or a small CPU machine the
-tiny runs of --cpu. Each column within BUDGET_S, so that every step gets its whole limit; a step past it is
-stopped and fails, and the next one starts. The bf16 step's three runs (each like the many_envs step's one) took
-their time from that step's smaller env count (32 on a GPU, 4 with --cpu); on a GPU from the network, backends and
-compile steps too (estimates: no GPU had run the check yet), with --cpu from the network step and from steps that
-took well within their limits on a busy 2-core machine (train, resume, eval, host syncs)."""
+all); each column within BUDGET_S, so that every step gets its whole limit; a step past it is stopped and fails"""
 STOP_GRACE_S = 3.0
 """seconds a run gets between SIGTERM and SIGKILL when its step stops it (inside the step's limit)"""
 EVAL_MAX_STEPS = MAX_EPISODE_FRAMES // FRAME_SKIP
@@ -89,8 +79,6 @@ class Args:
 
 @dataclass(frozen=True)
 class Sizes:
-    """The runs' sizes in one mode."""
-
     num_envs: int
     num_steps: int
     num_minibatches: int
@@ -189,15 +177,11 @@ class Check:
             (f"ppo_atari.py on {device}: 2 iterations, --save-model", "train", self.train_and_save),
             ("ppo_atari.py: SIGTERM stop (143, checkpoint)", "stop", self.stop_resume),
             (f"ppo_atari.py: --resume on {device}", "resume", lambda end: self.resume("stop", self.device_flag(), end)),
-            (
-                f"ppo_atari.py: {device} checkpoint resumed with --no-cuda",
-                "resume_cpu",
-                lambda end: self.resume("stop_cpu", "--no-cuda", end),
-            ),
+            (f"ppo_atari.py: {device} checkpoint resumed with --no-cuda", "resume_cpu", self.resume_cpu),
             (f"eval CLI on {device}", "eval", self.evaluate),
             ("host syncs per rollout step and minibatch", "host_syncs", self.host_syncs),
             (
-                "torchrun: 1 rank" + ("" if self.args.cpu else " (nccl)"),
+                f"torchrun: 1 rank{'' if self.args.cpu else ' (nccl)'}",
                 "torchrun_1",
                 lambda end: self.torchrun_ranks(1, end),
             ),
@@ -235,14 +219,8 @@ class Check:
         except StepFailed as exc:
             ok, summary = False, str(exc)
         except Stopped as exc:
-            self.stopped = str(exc)
-            self.record(
-                name,
-                False,
-                f"stopped by {exc} after {time.monotonic() - started:.0f} s",
-                time.monotonic() - started,
-                limit,
-            )
+            self.stopped, seconds = str(exc), time.monotonic() - started
+            self.record(name, False, f"stopped by {exc} after {seconds:.0f} s", seconds, limit)
             raise
         except Exception as exc:  # a bug of this tool or a surprise of the machine: this step fails, the rest run
             ok, summary = False, f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -268,25 +246,17 @@ class Check:
 
     def run(self, command: list[str], end: float, parts: int = 1) -> Measured:
         """`command` measured, stopped when its share of the time until `end` is up."""
+        gpus = [gpu.uuid for gpu in self.gpus]
+        timeout = self.share(end, parts)
         return run_measured(
-            command,
-            str(self.workdir),
-            self.share(end, parts),
-            gpus=[gpu.uuid for gpu in self.gpus],
-            env=self.env,
-            grace=STOP_GRACE_S,
-            started=self.live,
+            command, str(self.workdir), timeout, gpus=gpus, env=self.env, grace=STOP_GRACE_S, started=self.live
         )
 
     def start_logged(self, command: list[str], log: Path) -> subprocess.Popen:
         with open(log, "w") as out:
+            env, stdout = repo_env(self.env), subprocess.STDOUT
             proc = subprocess.Popen(
-                command,
-                cwd=self.workdir,
-                env=repo_env(self.env),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                command, cwd=self.workdir, env=env, stdout=out, stderr=stdout, start_new_session=True
             )
         self.live.append(proc)
         return proc
@@ -311,48 +281,19 @@ class Check:
     def device_flag(self) -> str:
         return "--no-cuda" if self.args.cpu else "--cuda"
 
-    def ppo(
-        self,
-        runs: str,
-        iterations: int,
-        *extra: str,
-        script: str = SCRIPT,
-        num_envs: Optional[int] = None,
-        num_steps: Optional[int] = None,
-    ) -> list[str]:
+    def ppo(self, runs: str, iterations: int, *extra: str, script: str = SCRIPT, num_envs=None, num_steps=None):
         """Arguments of a script run (after the interpreter or torchrun)."""
         s = self.sizes
         num_envs, num_steps = num_envs or s.num_envs, num_steps or s.num_steps
         return [
-            str(REPO / script),
-            "--env-id",
-            self.args.env_id,
-            "--num-envs",
-            str(num_envs),
-            "--num-steps",
-            str(num_steps),
-            "--num-minibatches",
-            str(s.num_minibatches),
-            "--update-epochs",
-            str(s.update_epochs),
-            "--total-timesteps",
-            str(iterations * num_envs * num_steps),
-            "--no-progress-bar",
-            "--runs-dir",
-            str(self.workdir / runs),
-            *extra,
+            *(str(REPO / script), "--env-id", self.args.env_id, "--num-envs", str(num_envs)),
+            *("--num-steps", str(num_steps), "--num-minibatches", str(s.num_minibatches)),
+            *("--update-epochs", str(s.update_epochs), "--total-timesteps", str(iterations * num_envs * num_steps)),
+            *("--no-progress-bar", "--runs-dir", str(self.workdir / runs), *extra),
         ]
 
     def torchrun(self, ranks: int, *launcher: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nnodes=1",
-            f"--nproc_per_node={ranks}",
-            *launcher,
-        ]
+        return [*TORCHRUN, "--nnodes=1", f"--nproc_per_node={ranks}", *launcher]
 
     # ------------------------------------------------------------ correctness
 
@@ -394,16 +335,8 @@ class Check:
         """SIGTERM after the first checkpoint: exit 143 with a checkpoint; the copy of that run is resumed twice
         below (on the device and with --no-cuda)."""
         log = self.workdir / "stop.log"
-        args = self.ppo(
-            "runs_stop",
-            self.sizes.long_iterations,
-            self.device_flag(),
-            "--run-name",
-            "stop",
-            "--checkpoint-interval",
-            "1",
-            num_steps=self.long_steps,
-        )
+        flags = (self.device_flag(), "--run-name", "stop", "--checkpoint-interval", "1")
+        args = self.ppo("runs_stop", self.sizes.long_iterations, *flags, num_steps=self.long_steps)
         proc = self.start_logged([sys.executable, *args], log)
         try:
             wait_for(log, "checkpoint: iteration 1,", proc, self.share(end) - 3)  # 3 s for the stop
@@ -420,18 +353,12 @@ class Check:
         self.figures["stopped_at_iteration"] = int(stopped[-1])
         return f"exit 143 after iteration {stopped[-1]} of {self.sizes.long_iterations}, checkpoint written"
 
+    def resume_cpu(self, end: float) -> str:
+        return self.resume("stop_cpu", "--no-cuda", end)
+
     def resume(self, name: str, device_flag: str, end: float) -> str:
-        args = self.ppo(
-            "runs_stop",
-            self.sizes.long_iterations,
-            device_flag,
-            "--run-name",
-            name,
-            "--resume",
-            "--checkpoint-interval",
-            "0",
-            num_steps=self.long_steps,
-        )
+        flags = (device_flag, "--run-name", name, "--resume", "--checkpoint-interval", "0")
+        args = self.ppo("runs_stop", self.sizes.long_iterations, *flags, num_steps=self.long_steps)
         m = self.run([sys.executable, *args], end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         resumed = re.search(r"resuming from iteration (\d+)", m.output)
@@ -441,29 +368,15 @@ class Check:
     def evaluate(self, end: float) -> str:
         model = self.workdir / "runs_train" / "train" / "ppo_atari.cleanrl_model"
         expect(model.exists(), "no model (the training step failed)")
-        command = [
-            sys.executable,
-            "-m",
-            "cleanrl_utils.evals.ppo_eval",
-            "--model-path",
-            str(model),
-            "--eval-episodes",
-            "1",
-            "--max-steps",
-            str(EVAL_MAX_STEPS),
-            self.device_flag(),
-        ]
+        command = [sys.executable, "-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model)]
+        command += ["--eval-episodes", "1", "--max-steps", str(EVAL_MAX_STEPS), self.device_flag()]
         m = self.run(command, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         return last_line(m.output)
 
     def host_syncs(self, end: float) -> str:
-        command = [
-            sys.executable,
-            "-m",
-            "benchmark.lab.host_syncs",
-            *self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps),
-        ]
+        syncs = self.ppo("runs_syncs", 2, self.device_flag(), num_steps=self.long_steps)
+        command = [sys.executable, "-m", "benchmark.lab.host_syncs", *syncs]
         m = self.run(command, end)
         found = HOST_SYNCS.findall(m.output)
         expect(m.returncode == 0 and bool(found), f"exit {m.returncode}: {last_line(m.output)}")
@@ -486,16 +399,8 @@ class Check:
 
         backend = ["--no-cuda"] if self.args.cpu else (["--backend", "nccl"] if ranks == 1 else [])
         runs = f"runs_torchrun{ranks}"
-        args = self.ppo(
-            runs,
-            self.sizes.sps_iterations,
-            *backend,
-            "--save-model",
-            "--run-name",
-            "torchrun",
-            script=MULTIGPU_SCRIPT,
-            num_steps=self.long_steps,
-        )
+        flags = (*backend, "--save-model", "--run-name", "torchrun")
+        args = self.ppo(runs, self.sizes.sps_iterations, *flags, script=MULTIGPU_SCRIPT, num_steps=self.long_steps)
         hashes, model = self.workdir / f"params_torchrun{ranks}", self.workdir / runs / "torchrun" / MULTIGPU_MODEL
         m = self.run(
             self.torchrun(ranks, "-m", "benchmark.lab.rank_params", str(hashes), "--model", str(model)) + args, end
@@ -509,14 +414,8 @@ class Check:
         saved = (hashes / MODEL_HASH).read_text().strip() if (hashes / MODEL_HASH).exists() else None
         expect(saved == found[0], f"the saved model ({saved}) is not what the ranks ended with ({found[0]})")
         sps, steady = logged_sps(str(self.workdir / runs))
-        self.figures[f"torchrun_{ranks}"] = {
-            "backend": world[2],
-            "device": world[3],
-            "sps": sps,
-            "steady_sps": steady,
-            "gpu_percent": m.gpu_percent,
-            "params_sha256": found[0],
-        }
+        self.figures[f"torchrun_{ranks}"] = dict(backend=world[2], device=world[3], sps=sps, steady_sps=steady)
+        self.figures[f"torchrun_{ranks}"].update(gpu_percent=m.gpu_percent, params_sha256=found[0])
         note = re.search(r"^note: local ranks.*$", m.output, re.M)
         same = "the saved model is the rank's" if ranks == 1 else f"the {ranks} ranks' parameters identical, as saved"
         return f"{ranks} rank(s), {world[2]} on {world[3]}, {steady or sps or 0:,.0f} steady SPS, {same}" + (
@@ -526,14 +425,9 @@ class Check:
     def killed_worker(self, end: float) -> str:
         log = self.workdir / "elastic.log"
         flags = ["--no-cuda"] if self.args.cpu else []
+        flags += ["--checkpoint-interval", "1"]
         args = self.ppo(
-            "runs_elastic",
-            self.sizes.long_iterations,
-            *flags,
-            "--checkpoint-interval",
-            "1",
-            script=MULTIGPU_SCRIPT,
-            num_steps=self.long_steps,
+            "runs_elastic", self.sizes.long_iterations, *flags, script=MULTIGPU_SCRIPT, num_steps=self.long_steps
         )
         proc = self.start_logged(self.torchrun(2, "--max-restarts=1") + args, log)
         try:
@@ -552,16 +446,9 @@ class Check:
     def stop_resume_ranks(self, end: float) -> str:
         log = self.workdir / "stop2.log"
         flags = ["--no-cuda"] if self.args.cpu else []
+        flags += ["--run-name", "stop2", "--checkpoint-interval", "1"]
         args = self.ppo(
-            "runs_stop2",
-            self.sizes.long_iterations,
-            *flags,
-            "--run-name",
-            "stop2",
-            "--checkpoint-interval",
-            "1",
-            script=MULTIGPU_SCRIPT,
-            num_steps=self.long_steps,
+            "runs_stop2", self.sizes.long_iterations, *flags, script=MULTIGPU_SCRIPT, num_steps=self.long_steps
         )
         proc = self.start_logged(self.torchrun(2) + args, log)
         try:
@@ -582,20 +469,9 @@ class Check:
     # ------------------------------------------------------------ throughput
 
     def memory_formats(self, end: float) -> str:
-        command = [
-            sys.executable,
-            "-m",
-            "benchmark.lab.throughput",
-            "--network-only",
-            "--no-compile",
-            "--num-envs",
-            str(self.sizes.num_envs),
-            "--seconds",
-            str(self.sizes.network_seconds),
-            "--forms",
-            "default",
-            "channels_last",
-        ]
+        command = [sys.executable, "-m", "benchmark.lab.throughput", "--network-only", "--no-compile"]
+        command += ["--num-envs", str(self.sizes.num_envs), "--seconds", str(self.sizes.network_seconds)]
+        command += ["--forms", "default", "channels_last"]
         m = self.run(command, end)
         expect(m.returncode == 0, f"exit {m.returncode}: {last_line(m.output)}")
         rows = [r for r in json.loads(m.output.strip().splitlines()[-1]) if "error" not in r]
@@ -615,24 +491,13 @@ class Check:
         from benchmark.lab.throughput import logged_sps
 
         runs = f"runs_sps_{name}"
-        m = self.run(
-            [sys.executable, *self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra, num_envs=num_envs)],
-            end,
-            parts,
-        )
+        args = self.ppo(runs, self.sizes.sps_iterations, self.device_flag(), *extra, num_envs=num_envs)
+        m = self.run([sys.executable, *args], end, parts)
         sps, steady = logged_sps(str(self.workdir / runs))
         expect(m.returncode == 0 and sps is not None, f"{name}: exit {m.returncode}: {last_line(m.output)}")
-        row = {
-            "config": name,
-            "sps": sps,
-            "steady_sps": steady or sps,
-            "gpu_percent": m.gpu_percent,
-            "gpu_percents": m.gpu_percents,
-            "cpu_percent": m.machine_cpu_percent,
-            "wall_s": m.wall_s,
-            "flags": list(extra),
-            "num_envs": num_envs or self.sizes.num_envs,
-        }
+        row = dict(config=name, sps=sps, steady_sps=steady or sps, gpu_percent=m.gpu_percent)
+        row.update(gpu_percents=m.gpu_percents, cpu_percent=m.machine_cpu_percent, wall_s=m.wall_s, flags=list(extra))
+        row["num_envs"] = num_envs or self.sizes.num_envs
         self.figures.setdefault("sps", []).append(row)
         return row
 

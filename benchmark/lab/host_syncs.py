@@ -6,33 +6,17 @@ runs the script in this process with its own arguments and prints
 
     host syncs: rollout step X, minibatch Y, iteration rest Z (counter)
 
-(per rollout step, per minibatch and per iteration outside them) and, when the device is CUDA, a second such line
-ending in `(cuda sync debug)`, counted from torch's own sync warnings (`torch.cuda.set_sync_debug_mode("warn")`).
+and, on CUDA, a second such line ending in `(cuda sync debug)`, from torch's own sync warnings. The counter (a
+`TorchFunctionMode`, so it works on CPU too) counts the torch calls that make the host wait on CUDA: reading a value
+back (`.item`, `.cpu`, `.numpy`, `.tolist`, `if` on a tensor, `np.asarray`, formatting; a read right after a counted
+`.cpu()` is the same transfer), a blocking upload (a tensor made from host data with a `device`, indexing with or
+assigning a numpy array or list, and in the script's own lines `.to(device)`/`.cuda()` without `non_blocking=True`),
+and outputs whose size depends on the data (`nonzero`, `masked_select`, `unique`, boolean masks). Not counted:
+non-blocking copies, host tensors as indices, collectives, syncs inside compiled or C++ code.
 
-The counter works on any device, CPU included, so that a test can hold a script to its budget without a GPU. It is
-a `TorchFunctionMode`, which sees every torch call made from Python, and counts the calls that make the host wait
-for the device on CUDA (each one was checked to reach `__torch_function__` in torch 2.13):
-
-- reading a value back: `Tensor.item`, `.cpu`, `.numpy`, `.tolist`, `__bool__` (an `if` on a tensor), `__float__`,
-  `__int__`, `__index__`, `__array__` (`np.asarray`), `__format__`, `__repr__`, `__contains__` (`x in t`). A read
-  of the result of a counted `.cpu()` right after it (`t.cpu().numpy()`) is the same transfer, not counted again;
-- a blocking upload: tensor creation from Python or numpy data with a `device` (`torch.tensor(data, device=...)`,
-  `torch.as_tensor`), indexing a tensor with a numpy array or a Python list, or assigning a numpy array into it
-  (the index or the values go to the device with a blocking copy from pageable memory), and, in the script's own
-  lines, `.to(...)`/`.cuda()` naming a device without `non_blocking=True` (on CPU the counter cannot tell whether
-  such a copy would cross to the device; torch's own `.to` calls, e.g. in `clip_grad_norm_`, keep a tensor on its
-  device and are not counted);
-- an output whose size depends on the data: `nonzero`, `masked_select`, `unique`, indexing with a boolean mask.
-
-Not counted: copies with `non_blocking=True` (they do not wait; a pinned source makes them asynchronous), a host
-tensor used as an index (on CPU the counter cannot tell a host tensor from a device one), collectives of
-torch.distributed, and syncs inside compiled or C++ code that never returns to Python.
-
-Attribution: the rollout loop is the script's `for step in ...` loop, a minibatch is the body of the loop that binds
-`mb_inds`, an iteration is `for iteration in ...` (found in the script's syntax tree). A counted call belongs to the
-innermost of these loops that a frame of the script is executing (so a helper called from the minibatch loop counts
-for the minibatch); what happens outside every iteration (setup, the end of the run) is reported apart. The counts
-are divided by the rollout steps run, by the optimizer steps taken (one per minibatch) and by the iterations run.
+A call counts for the innermost of the script's loops a frame of the script is in: the rollout (`for step in ...`),
+a minibatch (the loop that binds `mb_inds`) or the iteration (`for iteration in ...`); what happens outside every
+iteration is reported apart. The counts are per rollout step, per optimizer step and per iteration.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
-"""The learning benchmark: does every backend learn as CleanRL does? Runs, keeps and reports (docs/results.md).
+"""The learning benchmark: does every backend learn as CleanRL does? Runs, exports and reports (docs/results*.md).
 
     python -m benchmark.lab.learning run              # the `quick` profile: trains what has not finished yet
-    python -m benchmark.lab.learning report           # docs/results.md and its PNGs from what has finished
+    python -m benchmark.lab.learning report           # docs/results.md and its PNG from the exports
     python -m benchmark.lab.learning commands --profile full   # the runs of CleanRL's benchmark, for a cluster
     python -m benchmark.lab.learning export --profile full-cpu --runs-dir RUNS --checkout CODE  # runs so far
     python -m benchmark.lab.learning report --profile full-cpu  # docs/results_10m.md: CleanRL's 10M steps on a CPU
 
-A run is finished when its episodes are exported to ``{results_dir}/{profile}/{config}__{seed}.csv`` (step, wall
-seconds, full-game return, length in frames) with a ``.json`` beside it (command, steps, seconds, SPS, machine,
-date). Those files are committed, so the report can be rebuilt on any machine. A run that was stopped (Ctrl-C,
-SIGTERM from a scheduler, the end of a session) keeps its checkpoint in ``{runs_dir}/{run_name}`` and resumes from
-it when ``run`` is started again (``--resume``); every run writes a checkpoint every ``--checkpoint-interval``
-iterations and when it stops.
-
-The `full-cpu` profile's runs take days of parts; `export` writes what a run has done so far to
-``{results_dir}/{profile}/{config}__{seed}.partial.csv`` and ``.partial.json`` (with its parts, the commit of the
-checkout its command ran from and the machine), so that finished parts can be committed while the run goes on. Once
-the run has reached its last step, `export` writes the plain files instead, which supersede the partial ones.
+A finished run is exported to ``{results_dir}/{profile}/{config}__{seed}.csv`` (step, wall seconds, full-game return,
+length in frames) and a ``.json`` (command, steps, seconds, SPS, machine, date); the exports are committed, so the
+report can be rebuilt anywhere. A stopped run keeps its checkpoint in ``{runs_dir}/{run_name}`` and ``run`` resumes
+it. ``export`` writes a run in progress as ``.partial.csv``/``.partial.json`` (with its parts and the commit of its
+checkout), superseded by the plain files once the run has reached its last step.
 """
 
 from __future__ import annotations
@@ -41,7 +35,7 @@ from typing import Literal
 import numpy as np
 import tyro
 
-from benchmark.lab.measured import cpu_name
+from benchmark.lab.measured import cpu_name, md_table
 from cleanrl_utils import plot
 from cleanrl_utils.validation import fail
 
@@ -150,9 +144,9 @@ PROFILES: dict[str, dict] = {
 
 @dataclass
 class Args:
-    action: tyro.conf.Positional[Literal["run", "report", "commands", "import", "export"]]
-    """`run` what has not finished, `report` from what has, print the `commands`, `import` a finished run, or
-    `export` the runs of the profile as far as they are (partial exports of the runs in progress)"""
+    action: tyro.conf.Positional[Literal["run", "report", "commands", "export"]]
+    """`run` what has not finished, `report` from the exports, print the `commands`, or `export` the runs of the
+    profile as far as they are (partial exports of the runs in progress)"""
     profile: Literal["quick", "bf16", "full", "full-cpu"] = "quick"
     """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark
     (a cluster's job); `full-cpu`: Breakout, Pong and BeamRider to 10M steps, seed 1 (and Breakout with --bf16), on this machine in parts"""
@@ -170,16 +164,6 @@ class Args:
     """`run`: only these configs (e.g. `--only sync ale`), to run the benchmark in parts"""
     checkpoint_interval: int = 25
     """iterations between checkpoints of a run"""
-    run_dir: str = ""
-    """`import`: the finished run's TensorBoard folder"""
-    config: str = ""
-    """`import`: its config name"""
-    seed: int = 1
-    """`import`: its seed"""
-    command: str = ""
-    """`import`: the command that made it, as it was typed"""
-    length_unit: str = "frames"
-    """`import`: the unit of its logged episodic_length (runs before the frames unit logged agent steps)"""
     checkout: str = "."
     """`export`: the folder the runs' command ran from (a git checkout: its commit goes in the export)"""
 
@@ -199,27 +183,19 @@ class Planned:
         game = "" if self.env_id == ENV_ID else self.env_id.split("NoFrameskip")[0] + "_"
         return os.path.join(args.results_dir, args.profile, f"{game}{self.config.name}__{self.seed}")
 
+    def meta(self, args: Args) -> dict:
+        command = shlex.join(self.command(args, False))
+        names = {"config": self.config.name, "seed": self.seed, "env_id": self.env_id}
+        return {**names, "command": command, "machine": machine(), "length_unit": "frames"}
+
     def command(self, args: Args, resume: bool) -> list[str]:
-        cmd = [
-            *self.config.launcher,
-            "--env-id",
-            self.env_id,
-            "--seed",
-            str(self.seed),
-            "--total-timesteps",
-            str(self.total_timesteps),
-            "--exp-name",
-            self.config.name,
-            *self.config.flags,
-            "--runs-dir",
-            args.runs_dir,
-            "--run-name",
-            self.run_name,
-            "--checkpoint-interval",
-            str(args.checkpoint_interval),
-            "--no-progress-bar",
+        return [
+            *(*self.config.launcher, "--env-id", self.env_id, "--seed", str(self.seed)),
+            *("--total-timesteps", str(self.total_timesteps), "--exp-name", self.config.name, *self.config.flags),
+            *("--runs-dir", args.runs_dir, "--run-name", self.run_name),
+            *("--checkpoint-interval", str(args.checkpoint_interval), "--no-progress-bar"),
+            *(["--resume"] if resume else []),
         ]
-        return cmd + ["--resume"] if resume else cmd
 
 
 def plan(args: Args) -> list[Planned]:
@@ -242,6 +218,10 @@ def plan(args: Args) -> list[Planned]:
     return sorted(planned, key=lambda p: p.seed)
 
 
+def utc(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def machine() -> str:
     return f"{cpu_name()}, {os.cpu_count()} cores"
 
@@ -255,8 +235,7 @@ def load_episodes(run_dir: str) -> tuple[plot.RunCurve, plot.RunCurve, plot.RunC
 
 
 def write_whole(files: dict[str, str | bytes]) -> None:
-    """Each file's text or bytes, all or none: each goes to a temporary file beside it, renamed over it once all are
-    written, so that a failed write leaves every file as it was and no partial or temporary file; a full disk is one
+    """Each file's text or bytes, all or none (temporary files renamed once all are written); a full disk is one
     error line naming the file, its folder and the space left."""
     temps = {path: f"{path}.tmp.{os.getpid()}" for path in files}  # this writer's own
     try:
@@ -291,7 +270,7 @@ def write_export(base: str, returns: plot.RunCurve, lengths: plot.RunCurve, seco
 
 
 def export(run_dir: str, base: str, meta: dict) -> None:
-    """The run's episodes to ``base.csv`` and what made them to ``base.json``."""
+    """A finished run's games to ``base.csv`` and ``meta`` with its figures to ``base.json``."""
     curves = load_episodes(run_dir)
     if curves is None:
         fail(f"{run_dir} logged no finished game: nothing to export")
@@ -326,11 +305,7 @@ def run(args: Args) -> int:
         cmd = p.command(args, resume)
         print(f"{p.config.name} seed {p.seed}: {'resuming' if resume else 'starting'}: {shlex.join(cmd)}", flush=True)
         started = time.time()
-        part = {
-            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "resumed": resume,
-            "machine": machine(),
-        }
+        part = {"started": utc(started), "resumed": resume, "machine": machine()}
         child = subprocess.Popen(cmd, start_new_session=True)
         timed_out = False
         while child.poll() is None:
@@ -340,51 +315,25 @@ def run(args: Args) -> int:
                 child.wait()
                 break
             time.sleep(0.5)
-        part.update(
-            ended=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            seconds=round(time.time() - started, 1),
-            returncode=child.returncode,
-        )
+        part.update(ended=utc(time.time()), seconds=round(time.time() - started, 1), returncode=child.returncode)
         if os.path.isdir(run_dir):  # one line per part: how often the run was resumed, on which machine
             with open(os.path.join(run_dir, "parts.jsonl"), "a") as f:
                 f.write(json.dumps(part) + "\n")
+        name = f"{p.config.name} seed {p.seed}"
         if stop["requested"] or timed_out:
             why = f"the part's {args.max_hours:g} hours are up" if timed_out else "stopped"
-            print(
-                f"{why}: {p.config.name} seed {p.seed} keeps its checkpoint in {run_dir}; run again to resume",
-                file=sys.stderr,
-            )
+            print(f"{why}: {name} keeps its checkpoint in {run_dir}; run again to resume", file=sys.stderr)
             return 0 if timed_out else 130
         if child.returncode != 0:
-            print(
-                f"error: {p.config.name} seed {p.seed} exited with {child.returncode}; its log is above",
-                file=sys.stderr,
-            )
+            print(f"error: {name} exited with {child.returncode}; its log is above", file=sys.stderr)
             return 1
-        export(
-            run_dir,
-            base,
-            {
-                "config": p.config.name,
-                "seed": p.seed,
-                "env_id": p.env_id,
-                "command": shlex.join(p.command(args, False)),
-                "machine": machine(),
-                "length_unit": "frames",
-                "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "last_part_seconds": round(time.time() - started, 1),
-            },
-        )
+        meta = {**p.meta(args), "finished": utc(time.time()), "last_part_seconds": round(time.time() - started, 1)}
+        export(run_dir, base, meta)
     return 0
 
 
-def utc(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 def part_starts(run_dir: str) -> list[float]:
-    """When each part of a run started (unix seconds): every start of the script writes an event file of its own,
-    which opens with an event at that time (the first file's is the time the run's curves count from)."""
+    """When each part of a run started (unix seconds): the first event of each of its event files."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     starts = []
@@ -397,8 +346,7 @@ def part_starts(run_dir: str) -> list[float]:
 
 
 def training_seconds(sps: plot.RunCurve, starts: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(when each part started, the pause before it), in seconds since the run started: a pause runs from the last
-    iteration logged before the part to the part's start (hours or days between sessions)."""
+    """(when each part started, the pause before it since the last logged iteration), in seconds since the start."""
     bounds = np.array(starts, dtype=np.float64) - starts[0]
     pauses = np.zeros(len(bounds))
     for k, bound in enumerate(bounds[1:], 1):
@@ -413,8 +361,8 @@ def without_pauses(times: np.ndarray, bounds: np.ndarray, pauses: np.ndarray) ->
 
 
 def segment_stats(sps: plot.RunCurve, bounds: np.ndarray) -> tuple[list[dict], float]:
-    """What each part did, from its iterations (first and last step, training seconds, SPS), and the run's top speed:
-    the SPS of its fastest part of `TOP_PART_SECONDS` or more (of its fastest part where none is that long)."""
+    """What each part did (first and last step, training seconds, SPS), and the run's top speed: the SPS of its
+    fastest part of `TOP_PART_SECONDS` or more (of its fastest part where none is that long)."""
     edges = [*bounds, float("inf")]
     stats, done = [], 0
     for k in range(len(bounds)):
@@ -439,9 +387,8 @@ def segment_stats(sps: plot.RunCurve, bounds: np.ndarray) -> tuple[list[dict], f
 
 
 def parts_of(run_dir: str, starts: list[float], stats: list[dict], last_event: float) -> list[dict]:
-    """The run's parts in order: each line `run` logged in the run's parts.jsonl (started, ended, seconds, resumed,
-    machine, returncode) with what its iterations did; a part that logged no line (the one running now, or one
-    started by hand) from its event file alone."""
+    """The run's parts in order: the lines `run` logged in its parts.jsonl with what each part did; a part without a
+    line (running now, or started by hand) from its event file alone."""
     path = os.path.join(run_dir, "parts.jsonl")
     logged = []
     if os.path.exists(path):
@@ -488,8 +435,8 @@ def checkout_commit(folder: str) -> tuple[str, bool]:
 
 
 def export_runs(args: Args) -> int:
-    """Every planned run with a run folder, as far as it is: ``.partial`` files until it has reached its last step,
-    then the plain ones (which supersede the partial ones)."""
+    """Every planned run with a run folder, as far as it is: ``.partial`` files until its last step, then the plain
+    ones."""
     commit, modified = checkout_commit(args.checkout)
     written = 0
     for p in plan(args):
@@ -510,13 +457,8 @@ def export_runs(args: Args) -> int:
         steps = int(max(sps.steps[-1], returns.steps[-1]))  # games of the iteration under way count too
         complete = steps + int(sps.hyperparameters.get("batch_size", 1024)) > p.total_timesteps
         meta = {
-            "config": p.config.name,
-            "seed": p.seed,
-            "env_id": p.env_id,
-            # as `run` starts it from the repository root (the runs folder as by default)
-            "command": shlex.join(p.command(Args("run", profile=args.profile), False)),
+            **p.meta(Args("run", profile=args.profile)),  # the command as `run` starts it, runs folder by default
             "machine": ", ".join(dict.fromkeys(part["machine"] for part in parts)) or machine(),
-            "length_unit": "frames",
             "commit": commit,
             "commit_modified": modified,
             "total_timesteps": p.total_timesteps,
@@ -563,8 +505,7 @@ class Finished:
 
 
 def load_exports(args: Args, subfolder: str = "") -> list[Finished]:
-    """The profile's exports: the finished runs, and the partial exports of runs that have not finished (or those in
-    a subfolder of the profile's, such as `LOST`)."""
+    """The profile's exports (or those of its `subfolder`, such as `LOST`): finished runs and partial ones."""
     folder = os.path.join(args.results_dir, args.profile, subfolder)
     runs = []
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
@@ -608,8 +549,8 @@ def late_mean(r: Finished, total: int) -> float:
 
 
 def seed_noise(by_config: dict[str, list[Finished]], total: int) -> tuple[float, int]:
-    """The standard deviation between seeds of `late_mean`, pooled over the configurations with 2 seeds or more
-    (all play the same game and train alike: tests/test_backend_training.py), and its degrees of freedom."""
+    """The standard deviation between seeds of `late_mean`, pooled over the configurations with 2 seeds or more, and
+    its degrees of freedom."""
     squares, dof = 0.0, 0
     for name, runs in by_config.items():
         if name in BASELINES or len(runs) < 2:
@@ -621,9 +562,7 @@ def seed_noise(by_config: dict[str, list[Finished]], total: int) -> tuple[float,
 
 
 def stalled_or_regressed(r: Finished, total: int, sigma: float) -> str | None:
-    """Why a run fails the learning rule, or None: it stalled (its last 200k steps' mean is not above its first
-    window's by more than 2 seed-to-seed standard deviations) or regressed (its last window fell below its best
-    earlier window by more than that)."""
+    """Why a run fails the learning rule (it stalled or regressed by more than 2 seed-to-seed stds), or None."""
     means = window_means(r, total)
     if not late_mean(r, total) > means[0] + 2 * sigma:
         return f"seed {r.seed} stalled (last 200k steps {late_mean(r, total):.2f}, first window {means[0]:.2f})"
@@ -635,10 +574,8 @@ def stalled_or_regressed(r: Finished, total: int, sigma: float) -> str | None:
 def verdict(
     name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int, reference: str = "sync"
 ) -> str:
-    """Within seed noise of the reference configuration or not: the difference of the mean over seeds of `late_mean`
-    against 2 standard errors of that difference, from the pooled seed-to-seed standard deviation (a two-sample
-    t-test's footing; with a few seeds the deviation itself is very uncertain, so a verdict is coarse); a run that
-    stalled or regressed (`stalled_or_regressed`) fails in any case."""
+    """Within seed noise of the reference or not: the difference of the means over seeds of `late_mean` against 2
+    standard errors from the pooled seed-to-seed std; a run that stalled or regressed fails in any case."""
     if name == reference:
         return "the reference"
     if name in BASELINES:
@@ -667,10 +604,8 @@ def verdict(
 
 
 def report(args: Args) -> int:
-    if not args.report_path:
-        args.report_path = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}.get(
-            args.profile, "docs/results.md"
-        )
+    pages = {"full-cpu": "docs/results_10m.md", "bf16": "docs/results_bf16.md"}
+    args.report_path = args.report_path or pages.get(args.profile, "docs/results.md")
     if args.profile == "full-cpu":
         return report_long(args)
     finished = load_finished(args)
@@ -687,29 +622,26 @@ def report(args: Args) -> int:
         by_config.setdefault(r.config, []).append(r)
     windows = [f"{lo // 1000}-{(lo + WINDOW) // 1000}k" for lo in range(0, total, WINDOW)]
 
-    lines = [f"| configuration | seed | {' | '.join(windows)} |", "|---|---|" + "---|" * len(windows)]
+    rows = []
     for name, runs in by_config.items():
-        for r in runs:
-            lines.append(f"| {name} | {r.seed} | " + " | ".join(f"{v:.2f}" for v in window_means(r, total)) + " |")
+        rows += [[name, r.seed, *window_means(r, total)] for r in runs]
         if len(runs) > 1:
-            mean = np.mean([window_means(r, total) for r in runs], axis=0)
-            lines.append(f"| **{name}, mean** | {len(runs)} seeds | " + " | ".join(f"{v:.2f}" for v in mean) + " |")
-    for label, values in ANCHORS.items():
-        lines.append(f"| {label} | 1 | " + " | ".join(f"{v:.2f}" for v in values) + " |")
-    table = "\n".join(lines)
-
-    runs_table = [
-        "| configuration | seed | steps | wall time | SPS | games | machine | finished | command |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, runs in by_config.items():
-        for r in runs:
-            m = r.meta
-            runs_table.append(
-                f"| {name} | {r.seed} | {m['steps']:,} | {plot.format_duration(m['wall_seconds'])} | "
-                f"{m['sps']:.0f} | {m['episodes']} | {m['machine']} | {m['finished']} | "
-                f"`{m['command']}` |"
+            rows.append(
+                [f"**{name}, mean**", f"{len(runs)} seeds", *np.mean([window_means(r, total) for r in runs], 0)]
             )
+    rows += [[label, 1, *values] for label, values in ANCHORS.items()]
+    rows = [[a, b, *(f"{v:.2f}" for v in values)] for a, b, *values in rows]
+    table = "\n".join(md_table(["configuration", "seed", *windows], rows))
+    runs_table = md_table(
+        ["configuration", "seed", "steps", "wall time", "SPS", "games", "machine", "finished", "command"],
+        [
+            [name, r.seed, f"{m['steps']:,}", plot.format_duration(m["wall_seconds"]), f"{m['sps']:.0f}"]
+            + [m["episodes"], m["machine"], m["finished"], f"`{m['command']}`"]
+            for name, runs in by_config.items()
+            for r in runs
+            for m in [r.meta]
+        ],
+    )
     verdicts = [f"- **{name}**: {verdict(name, runs, by_config, total, order[0])}" for name, runs in by_config.items()]
     missing = [
         f"{p.config.name} seed {p.seed}"
@@ -781,8 +713,7 @@ def png_of(fig, plt) -> bytes:
 
 
 def page_with(path: str, title: str, generated: str) -> str:
-    """The report page at `path` with its generated part in place: between the markers where the page has them, so
-    that what a person wrote around them stays; a new page otherwise."""
+    """The page at `path` with `generated` between its markers (the rest kept), or a new page."""
     section = open(path).read() if os.path.exists(path) else ""
     if GENERATED_START in section and GENERATED_END in section:
         head, rest = section.split(GENERATED_START, 1)
@@ -825,11 +756,9 @@ def level_check(env_id: str, last: float, two_sided: bool | None = None) -> tupl
 
 
 def one_more_seed(env_id: str) -> tuple[float, float, float]:
-    """What CleanRL's 3 seeds say about one more seed of its own code, were seeds' results normal: the chance that it
-    lands inside the rule's band (mean ± 2 of the published standard deviations), and the range that 95% of such
-    seeds land in. The published ± is the population standard deviation of the seeds' figures (ddof=0); one more
-    seed's distance from their mean, over the sample standard deviation times sqrt(1 + 1/3), follows Student's t with
-    2 degrees of freedom, for which P(|T| < t) = t / sqrt(2 + t²)."""
+    """One more seed of CleanRL's code, were seeds normal: the chance it lands inside the rule's band, and the range
+    95% of such seeds land in (Student's t, 2 degrees of freedom: P(|T| < t) = t / sqrt(2 + t²); the published ± is
+    the population std, ddof=0)."""
     mean, std = CLEANRL_10M[env_id]
     n = CLEANRL_SEEDS
     scale = std * np.sqrt(n / (n - 1)) * np.sqrt(1 + 1 / n)
@@ -878,8 +807,7 @@ def leading_games_alike(a: Finished, b: Finished) -> int:
 
 
 def trajectory_lines(r: Finished, other: Finished, total: int) -> list[str]:
-    """This run beside a lost run of the same game, seed and code: a second sample of the training where the two
-    part, compared as far as both reached."""
+    """This run beside a lost run of the same game and seed, compared as far as both reached."""
     common = min(int(r.meta["steps"]), int(other.meta["steps"]))
     last = [float(x.returns[x.steps <= common][-LAST_GAMES:].mean()) for x in (other, r)]
     pairs = [
@@ -908,9 +836,8 @@ def trajectory_lines(r: Finished, other: Finished, total: int) -> list[str]:
 
 
 def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
-    """Games lost outright (return below 0) after the run first reached its game's top milestone, per 1M-step
-    window, and the replays of its checkpoints in `folder` (benchmark/lab/lost_games.py): whether the same
-    checkpoint loses alike on another backend, and how it plays the games it loses."""
+    """Games lost outright after the run first reached its game's top milestone, per 1M-step window, and the replays
+    of its checkpoints in `folder` (benchmark/lab/lost_games.py)."""
     top = MILESTONES.get(r.env_id, ())[-1:] or (None,)
     hit = first_reach(r, top[0]) if top[0] is not None and (r.returns < 0).any() else None
     if hit is None:
@@ -974,9 +901,8 @@ def lost_games_lines(r: Finished, total: int, folder: str) -> list[str]:
 
 
 def window_checks(r: Finished, total: int) -> list[WindowCheck]:
-    """Each 1M-step window the run has reached: its games' mean return, not below the best earlier window's mean by
-    more than the noise, the larger of 2 standard errors of the difference of the two means and 2 of CleanRL's
-    seed-to-seed standard deviations; a window in which no game ended fails."""
+    """Each 1M-step window reached: its mean return, not below the best earlier window's by more than the noise (2
+    standard errors of the difference, or 2 of CleanRL's seed stds where larger); a window without a game fails."""
     spread = CLEANRL_10M.get(r.env_id, (0.0, 0.0))[1]
     reached = int(r.meta["steps"])
     checks: list[WindowCheck] = []
@@ -1006,9 +932,8 @@ def last_games(r: Finished) -> np.ndarray:
 
 
 def long_verdict(r: Finished, total: int) -> str:
-    """The full-length rule, as the report states it: a run that has not reached its last step is not finished; a
-    finished one passes when the mean of its last 100 games passes the level (`level_check`) and no 1M-step window
-    fell below the best earlier one by more than the noise (`window_checks`)."""
+    """The full-length rule, as the report states it: not finished, or a pass when the level holds (`level_check`) and
+    no window fell (`window_checks`)."""
     steps = int(r.meta["steps"])
     if r.partial or not r.meta.get("complete", True):
         return f"not finished ({steps:,} steps)"
@@ -1051,8 +976,7 @@ def state_of(r: Finished) -> str:
 
 
 def draw_long(runs: list[Finished]) -> bytes:
-    """plot.py's panels per game (return vs steps, vs wall hours), each titled with how far its run is, with
-    CleanRL's 10M-step band where it does not squash the curve: a PNG file's bytes."""
+    """plot.py's panels per game, titled with how far the run is, with CleanRL's band where it fits: PNG bytes."""
     plt = plot.import_pyplot()
     from matplotlib.ticker import EngFormatter
 
@@ -1088,8 +1012,7 @@ def draw_long(runs: list[Finished]) -> bytes:
 
 
 def long_game_section(r: Finished, total: int, lost: list[Finished], folder: str) -> list[str]:
-    """A game's part of the full-length report: its windows, its last games against CleanRL (and why, if a finished
-    run ends outside CleanRL's band), a lost run of the same seed beside it, its times."""
+    """A run's section of the full-length report: windows, last games against CleanRL, a lost run beside, times."""
     checks = window_checks(r, total)
     rows = [
         "| window | games | mean ± std error | best earlier window | tolerance | check |",
@@ -1176,8 +1099,7 @@ def top_processor(r: Finished) -> str:
 
 
 def time_to_score_lines(game: list[Finished], total: int) -> list[str]:
-    """A game's table of wall hours to each milestone, per run: as the run went (shared parts included and marked)
-    and as the machine alone would have done it at the run's top speed (steps at first reach / top SPS)."""
+    """Wall hours to each milestone per run: as the run went (shared parts marked) and at its top speed."""
     env_id = game[0].env_id
     head = "| score (mean of 20 games) |" + "".join(
         f" {run_label(r)}: as the run went | {run_label(r)}: the machine alone |" for r in game
@@ -1249,8 +1171,7 @@ def bf16_lines(game: list[Finished]) -> list[str]:
 
 
 def readme_table(runs: list[Finished], env_ids: list[str], total: int) -> list[str]:
-    """The README's table: per game CleanRL's figure, this project's float32 and bf16 last-100 means, the float32
-    verdict and the hours its machine alone needs for all steps."""
+    """The README's table: per game CleanRL's figure, the float32 and bf16 last-100 means, verdict, hours alone."""
     rows = [
         "| game | CleanRL 10M (mean ± std, 3 seeds) | float32 | bf16 | verdict | wall hours, machine alone |",
         "|---|---|---|---|---|---|",
@@ -1286,8 +1207,7 @@ def readme_table(runs: list[Finished], env_ids: list[str], total: int) -> list[s
 
 
 def report_long(args: Args) -> int:
-    """The full-cpu profile's page: the rule first, then per game the curves, windows, final return against CleanRL,
-    times to a return, and the runs with their parts."""
+    """The full-cpu profile's page: the rule, then per game its runs' sections, then the runs with their parts."""
     runs = load_exports(args)
     folder = os.path.join(args.results_dir, args.profile)
     if not runs:
@@ -1486,31 +1406,8 @@ def main(argv: list[str] | None = None) -> int:
         return report(args)
     if args.action == "export":
         return export_runs(args)
-    if args.action == "commands":
-        for p in plan(args):
-            print(shlex.join(p.command(args, False)))
-        return 0
-    if not (args.run_dir and args.config and args.command):
-        fail("import needs --run-dir, --config and --command (the finished run, its config and what made it)")
-    p = next((p for p in plan(args) if p.config.name == args.config and p.seed == args.seed), None)
-    if p is None:
-        fail(f"the {args.profile} profile has no config {args.config!r} with seed {args.seed}")
-    export(
-        args.run_dir,
-        p.export_base(args),
-        {
-            "config": args.config,
-            "seed": args.seed,
-            "env_id": p.env_id,
-            "command": args.command,
-            "machine": machine(),
-            "length_unit": args.length_unit,
-            "finished": datetime.datetime.fromtimestamp(
-                max(os.path.getmtime(os.path.join(args.run_dir, f)) for f in os.listdir(args.run_dir)),
-                datetime.timezone.utc,
-            ).isoformat(timespec="seconds"),
-        },
-    )
+    for p in plan(args):
+        print(shlex.join(p.command(args, False)))
     return 0
 
 

@@ -1,7 +1,6 @@
-"""A command run and measured while it runs, for the lab (throughput.py, seed_claims.py, gpu_check.py):
-the CPU use of its process tree (and of each torchrun rank in it), the machine's CPU use, the use of
-every GPU this process's CUDA would see, and the tree's peak resident memory. All of it from outside the run (psutil,
-nvidia-smi): the measured scripts report nothing for it."""
+"""A command run and measured while it runs, for the lab: the CPU use of its process tree (and of each torchrun rank
+in it), the machine's CPU use, every visible GPU's use and the tree's peak memory, all from outside (psutil,
+nvidia-smi); and the small helpers the lab's reports share."""
 
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ import functools
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 import psutil
@@ -107,18 +107,10 @@ def gpu_utilisation(uuids: Sequence[str], timeout: Optional[float] = None) -> Op
 
 
 class TreeSampler:
-    """Samples, every `interval` seconds in the background, a process and all its descendants.
-
-    CPU: each sample adds, for every process of the tree, the CPU time (user + system) it used since the previous
-    sample (for the processes already there when the sampler is built: since then; for a process seen for the first
-    time: all of it, it started since). This is what summing ``psutil.Process.cpu_percent`` over the tree measures,
-    but a child that lives shorter than one interval still counts. The CPU time of a process's last interval before
-    it exits is lost (keep the interval short against the run). Also the machine's CPU % (all processes, others'
-    included), the tree's resident memory, and the utilisation of each GPU of `gpus` (UUIDs).
-
-    Per rank: the CPU seconds of the processes whose environment names a torchrun rank (``RANK``, which torchrun
-    sets for its workers and their env processes inherit), by rank (`rank_cpu_seconds`); torchrun itself has none.
-    """
+    """Samples, every `interval` seconds in the background, a process and all its descendants: the CPU time each
+    used since the last sample (a process seen first: all of it; a process's last interval before it exits is lost),
+    the machine's CPU %, the tree's resident memory, each GPU's utilisation (`gpus`: UUIDs), and the CPU seconds of
+    each torchrun rank's processes (``RANK`` in their environment; `rank_cpu_seconds`)."""
 
     def __init__(self, pid: int, interval: float = 0.5, cores: Optional[int] = None, gpus: Sequence[str] = ()):
         self.root = psutil.Process(pid)
@@ -220,6 +212,25 @@ class Measured:
     rank_cores_busy: dict[int, float] = field(default_factory=dict)
     """cores each torchrun rank kept busy over the run's wall time (its CPU time with its env processes), by rank;
     empty for a run without ranks"""
+
+
+def md_table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
+    """The lines of a markdown table (an empty cell is written `| |`)."""
+
+    def line(cells: Sequence[Any]) -> str:
+        return "|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"
+
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
+
+
+def failed_row(columns: int, first: Any, error: str) -> list[Any]:
+    """A table's row of a run that failed: its name, the error, empty cells."""
+    return [first, f"failed: {error}"] + [""] * (columns - 2)
+
+
+def file_tag(name: str) -> str:
+    """A machine's or GPU's name as a file name's part: letters and digits, the rest as single dashes."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
 
 
 def repo_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:

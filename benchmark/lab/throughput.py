@@ -1,32 +1,13 @@
 """Sampling and training throughput of the PPO Atari stack, in one run (driven by benchmark/throughput.sh).
 
-Measures, on the machine it runs on (CPU only or with a GPU, any number of cores):
-
-1. the physical bound: raw emulator frames/s on one core (no preprocessing) x usable cores / frame skip 4, and
-   how much of one core's emulation survives the standard preprocessing (EnvPool's pool on one thread);
-2. env-only agent steps/s of every vector env backend at 8, 16 and 32 envs (random actions);
-3. the Nature CNN of ``cleanrl/ppo_atari.py``: inference samples/s (a batch of ``num_envs`` frames, as in the
-   rollout) and training samples/s (minibatch 256: forward, backward, clip, Adam) in each memory format, with and
-   without ``torch.compile``; the fastest forms give the compute bound of PPO at ``--update-epochs`` epochs:
-   ``1 / (1/inference + epochs/training)`` agent steps/s. The scripts' own form is eager ``channels_last`` with the
-   whole batch on all the process's cores (``script_form``);
-4. end-to-end SPS of ``cleanrl/ppo_atari.py`` (default hyperparameters) for each backend, overall and after the
-   first iteration (steady state), its time split (env / inference / learning, from the ``perf/*`` scalars it logs),
-   the average CPU utilisation of the machine, the utilisation of every visible GPU, and peak resident memory
-   (process tree); then, for the fastest plain backend (the fastest env-only at the run's env count:
-   ``repeated_backend``), ``--e2e-repeats`` more runs, each between two fresh measurements of the combined bound,
-   which the end-to-end target is judged on, a run with OpenMP workers that spin briefly (``SPIN``), and both the
-   defaults and the spin with one busy process per core alongside (the loaded rows: the mean of runs in turns);
-5. 1 vs 2 torchrun ranks of ``cleanrl/ppo_atari_multigpu.py``.
-
-Everything is timed as the scripts run: idle OpenMP workers sleep (``OMP_WAIT_POLICY=PASSIVE``, from
-``cleanrl_utils/__init__.py``, unless the environment says otherwise), glibc keeps freed memory
-(``cleanrl_utils/cpu.py``, the scripts' ``mallopt`` thresholds) and the threads are the scripts'
-(``benchmark/lab/placement.py``).
-
-Writes ``{out_dir}/throughput_{tag}.md`` and PNG plots next to it (matplotlib, the ``plot`` extra). The network is
-timed in a child process (``--network-only``), so that its CUDA context and models are gone before the end-to-end
-runs train on the same GPU; this process never initialises CUDA.
+Measures on this machine: the physical bound (raw emulator frames/s on one core x usable cores / frame skip 4, and
+the share of it one preprocessing thread delivers); env-only steps/s of every backend; the Nature CNN's inference and
+training samples/s per form (memory format, bf16, compile), whose fastest forms give the compute bound of PPO,
+``1 / (1/inference + epochs/training)``; end-to-end SPS of ``cleanrl/ppo_atari.py`` per backend with its time split,
+CPU, GPU and memory use, then repeated runs of the fastest backend between fresh measurements of the bound, --bf16
+against float32, and spinning OpenMP workers and a loaded machine; 1 vs 2 torchrun ranks. Everything runs as the
+scripts run (their OpenMP policy, allocator settings and threads). Writes ``{out_dir}/throughput_{tag}.md``, its
+JSON and PNGs; the network is timed in a child process (``--network-only``), so this one never initialises CUDA.
 """
 
 from __future__ import annotations
@@ -50,7 +31,7 @@ import psutil
 import torch
 import tyro
 
-from benchmark.lab.measured import cpu_name, repo_env, run_measured, visible_gpus
+from benchmark.lab.measured import cpu_name, failed_row, file_tag, md_table, repo_env, run_measured, visible_gpus
 from cleanrl_utils.cpu import keep_freed_memory
 from benchmark.lab.placement import plan_threads, usable_cores, use_threads
 from cleanrl_utils.plot import RunCurve, load_run
@@ -94,13 +75,12 @@ class Args:
     forms: list[str] = field(default_factory=list)
     """time only these network forms (default: all)"""
     e2e_repeats: int = 5
-    """runs of the fastest plain backend, each between two fresh measurements of the combined bound; the end-to-end
-    target is judged on the median of their ratios (a cloud VM's speed can drift 2x within minutes)"""
+    """runs of the fastest plain backend, each between two fresh measurements of the combined bound (the target is
+    judged on the median of their ratios)"""
     bf16: bool = True
     """also run the fastest plain configuration with and without --bf16, in turns (the learning phase compared)"""
     loaded: bool = True
-    """also run the fastest plain configuration with OpenMP workers that spin briefly, and both it and the spin with
-    one busy process per core alongside: how the scripts' sleeping workers fare on a loaded machine"""
+    """also run the fastest plain configuration with spinning OpenMP workers, and both with one busy process per core"""
 
 
 # ---------------------------------------------------------------- machine
@@ -131,18 +111,10 @@ def machine() -> dict[str, Any]:
 
 def instruction_set() -> str:
     """The CPU's vector instruction set as torch dispatches to it, and whether it has native bfloat16 (--bf16)."""
-    native = [
-        name
-        for name, has in (
-            ("AMX", torch.cpu._is_amx_tile_supported()),
-            ("AVX512-BF16", torch.cpu._is_avx512_bf16_supported()),
-        )
-        if has
-    ]
-    return (
-        f"{torch.backends.cpu.get_cpu_capability()}; native bfloat16: "
-        f"{', '.join(native) if native else 'none (--bf16 is emulated here)'}"
-    )
+    native = ["AMX"] if torch.cpu._is_amx_tile_supported() else []
+    native += ["AVX512-BF16"] if torch.cpu._is_avx512_bf16_supported() else []
+    bf16 = ", ".join(native) or "none (--bf16 is emulated here)"
+    return f"{torch.backends.cpu.get_cpu_capability()}; native bfloat16: {bf16}"
 
 
 def timed_rate(fn: Callable[[], int], seconds: float, warmup: float = 0.5) -> float:
@@ -160,9 +132,8 @@ def timed_rate(fn: Callable[[], int], seconds: float, warmup: float = 0.5) -> fl
 
 
 def emulator_frames_per_second(env_id: str, seconds: float) -> float:
-    """Raw emulator frames/s on one core: ALEInterface.act with random actions, no preprocessing. A game that ends
-    goes back to the saved state of its start: ALE's reset would run some 60 frames that no step counts, and resets
-    are the game's rules, which the bound leaves out (docs/throughput.md)."""
+    """Raw emulator frames/s on one core: ALEInterface.act with random actions, no preprocessing; a game that ends
+    goes back to the saved state of its start (the bound leaves resets out)."""
     import ale_py
     from ale_py import roms
 
@@ -212,13 +183,18 @@ def env_steps_per_second(
 # ---------------------------------------------------------------- network
 
 
-def load_agent_class():
+def script_module(name: str):
+    """ppo_atari.py loaded as a module under `name` (its main part does not run)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("ppo_atari_for_throughput", SCRIPT)
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.Agent
+    return module
+
+
+def load_agent_class():
+    return script_module("ppo_atari_for_throughput").Agent
 
 
 class _Spaces:  # what Agent reads from the vector env
@@ -227,10 +203,7 @@ class _Spaces:  # what Agent reads from the vector env
 
 
 def in_memory_format(agent: torch.nn.Module, memory_format: torch.memory_format) -> torch.nn.Module:
-    """The script's ``agent`` with its convolutions in ``memory_format``: the script's own agent for channels_last
-    (its layout), else its weights converted and its float input made in that layout (the script's ``hidden``, which
-    converts to channels_last, replaced on this instance by the same conversion to ``memory_format``). The network's
-    numbers are the same; only the layout the convolutions run in differs."""
+    """The script's ``agent`` with its convolutions and float input in ``memory_format`` (channels_last: as it is)."""
     if memory_format == torch.channels_last:
         return agent
     agent.to(memory_format=memory_format)
@@ -251,13 +224,10 @@ def network_forms(
     agent_class = load_agent_class()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    specs = [
-        ("default", torch.contiguous_format, False),
-        ("channels_last", torch.channels_last, False),
-        (BF16_FORM, torch.channels_last, False),
-    ]
-    if try_compile:
-        specs += [("channels_last+compile", torch.channels_last, True)]
+    specs = [("default", torch.contiguous_format, False), ("channels_last", torch.channels_last, False)]
+    specs += [(BF16_FORM, torch.channels_last, False)] + [
+        ("channels_last+compile", torch.channels_last, True)
+    ] * try_compile
     specs = [spec for spec in specs if not only or spec[0] in only]
     rng = np.random.default_rng(0)
     frames_nchw = torch.as_tensor(rng.integers(0, 255, (num_envs, 4, 84, 84), dtype=np.uint8))
@@ -311,10 +281,8 @@ def threads_text(row: dict[str, Any]) -> str:
 def network_rates(
     num_envs: int, seconds: float, try_compile: bool, rounds: int = 3, only: Sequence[str] = ()
 ) -> list[dict[str, Any]]:
-    """Inference and training samples/s of the Nature CNN per form (layout, compile) and torch thread count.
-
-    The forms are timed in turns, ``rounds`` times each, so that a change of the machine's load hits them alike.
-    """
+    """Inference and training samples/s of the Nature CNN per form and torch thread count, the forms timed in turns
+    ``rounds`` times each."""
     cores = plan_threads(num_envs).cores
     forms = network_forms(num_envs, try_compile, only)
     done: dict[tuple[str, int], list[float]] = {}
@@ -345,8 +313,7 @@ PHASES = ("env", "inference", "learn")  # the scripts' perf/<phase>_seconds scal
 
 
 def _logged(runs_dir: str, tag: str = "charts/SPS") -> Optional[RunCurve]:
-    """``tag`` of the first run under ``runs_dir`` that logged ``charts/SPS`` (only rank 0 logs), or None; read with
-    the product's reader, ``cleanrl_utils.plot.load_run``."""
+    """``tag`` of the first run under ``runs_dir`` that logged ``charts/SPS`` (only rank 0 logs), or None."""
     for run_dir in sorted(p for p in Path(runs_dir).glob("*") if p.is_dir()):
         if isinstance(load_run(str(run_dir), "charts/SPS"), RunCurve):
             curve = load_run(str(run_dir), tag)
@@ -355,10 +322,8 @@ def _logged(runs_dir: str, tag: str = "charts/SPS") -> Optional[RunCurve]:
 
 
 def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
-    """(SPS, steady-state SPS) of the run logged under ``runs_dir`` (only rank 0 logs), from its ``charts/SPS``
-    events: the last value (steps / seconds since the start, as the script computes it) and the steps/s after the
-    first iteration, from the events' wall times. The steady rate leaves out the one-off start (env construction and
-    first reset, first calls of the network), which a long run does not feel but a run of a few iterations does."""
+    """(SPS, steady-state SPS) of the run logged under ``runs_dir``: the last ``charts/SPS`` value, and the steps/s
+    after the first iteration from the events' wall times (the one-off start left out)."""
     sps = _logged(runs_dir)
     if sps is None:
         return None, None
@@ -368,10 +333,9 @@ def logged_sps(runs_dir: str) -> tuple[Optional[float], Optional[float]]:
     return float(sps.values[-1]), steady
 
 
-def _phase_sums(runs_dir: str, skip: int) -> Optional[tuple[int, dict[str, float]]]:
-    """(steps, seconds per phase) of the logged iterations after the first ``skip``, from the run's
-    ``perf/<phase>_seconds`` events (the wall seconds of each iteration spent in each phase, which the scripts log
-    at every iteration's step). None without more than ``skip`` logged iterations."""
+def logged_phases(runs_dir: str, skip: int = 0) -> Optional[tuple[int, dict[str, float]]]:
+    """(steps, seconds per phase) of the logged iterations after the first ``skip`` (1: those of the steady SPS), from
+    the run's ``perf/<phase>_seconds`` events. None without more than ``skip`` logged iterations."""
     sps = _logged(runs_dir)
     phases = {phase: _logged(runs_dir, f"perf/{phase}_seconds") for phase in PHASES}
     if sps is None or len(sps.steps) <= skip or None in phases.values():
@@ -380,25 +344,13 @@ def _phase_sums(runs_dir: str, skip: int) -> Optional[tuple[int, dict[str, float
     return int(sps.steps[-1] - (sps.steps[skip - 1] if skip else 0)), sums
 
 
-def logged_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
-    """(steps, seconds per phase) of the whole run (a run from step 0), from its ``perf/<phase>_seconds`` events."""
-    return _phase_sums(runs_dir, 0)
-
-
-def logged_steady_phases(runs_dir: str) -> Optional[tuple[int, dict[str, float]]]:
-    """(steps, seconds per phase) of the iterations after the first, from the run's ``perf/<phase>_seconds`` events:
-    the phases of the steady-state SPS's iterations (the first one's first calls of the network and of the envs left
-    out, as the parts timed alone leave out their warm-up). None without two logged iterations."""
-    return _phase_sums(runs_dir, 1)
-
-
 def measured_run(
     command: list[str], workdir: str, timeout: float = 300, env: Optional[dict[str, str]] = None
 ) -> tuple[str, Any]:
     """Output and measurements of one run (a failed run's output is printed)."""
     m = run_measured(command, workdir, timeout=timeout, env=env)
     if m.returncode != 0:
-        print(f"  failed ({m.returncode}): {' '.join(command)}\n{m.output[-1500:]}", flush=True)
+        print(f"  failed ({m.returncode}): {' '.join(command)}\n{m.output[-1500:]}")
     return m.output, m
 
 
@@ -441,10 +393,8 @@ def script_form_rate(network: list[dict[str, Any]], args: Args, cores: int) -> O
 
 
 def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[str]) -> list[dict[str, Any]]:
-    """``backend`` run ``args.e2e_repeats`` times, each between two fresh measurements of the combined bound, so
-    that every run is compared with the machine as fast as it was in the same minutes. Each row gets its bound (the
-    mean of the two around it) and, per phase, seconds per agent step in the loop and alone (the bound's parts:
-    raw emulation on all cores, the fastest inference, ``update_epochs`` passes of the fastest training)."""
+    """``backend`` run ``args.e2e_repeats`` times, each between two fresh measurements of the combined bound: each
+    row gets its bound (the mean of the two) and, per phase, ms per agent step in the loop and alone."""
     cores = usable_cores()
     bounds = [bounds_now(args, forms, cores)]
     rows = []
@@ -452,9 +402,7 @@ def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[
         row = end_to_end(backend, args, workdir, label=f"repeat {k + 1}")
         row["configuration"] = backend
         bounds.append(bounds_now(args, forms, cores))
-        print(
-            f"repeat {row} between bounds {bounds[-2]['combined']:,.0f} and {bounds[-1]['combined']:,.0f}", flush=True
-        )
+        print(f"repeat {row} between bounds {bounds[-2]['combined']:,.0f} and {bounds[-1]['combined']:,.0f}")
         if "sps" not in row:
             rows.append(row)
             continue
@@ -475,71 +423,39 @@ def repeated_end_to_end(backend: str, args: Args, workdir: str, forms: Sequence[
     return rows
 
 
-def end_to_end(
-    backend: str,
-    args: Args,
-    workdir: str,
-    extra: tuple[str, ...] = (),
-    label: str = "",
-    extra_env: Optional[dict[str, str]] = None,
-    attempt: int = 1,
-) -> dict[str, Any]:
+def end_to_end(backend: str, args: Args, workdir: str, extra=(), label="", extra_env=None, attempt=1) -> dict[str, Any]:
     """One run of the script; ``extra`` flags go to it and ``extra_env`` to its environment; they and ``label``
     (e.g. "loaded") are appended to the row's name. Runs of the same name need each their ``attempt``."""
     steps = args.e2e_iterations * args.num_envs * 128
     settings = [f"{key}={value}" for key, value in (extra_env or {}).items()]
     name = " ".join(filter(None, [backend, *extra, *settings, label]))
     runs = os.path.join(workdir, "runs_" + re.sub(r"[^A-Za-z0-9]+", "_", name) + f"_{attempt}")
-    command = [
-        sys.executable,
-        str(SCRIPT),
-        "--vector-env",
-        backend,
-        "--num-envs",
-        str(args.num_envs),
-        "--total-timesteps",
-        str(steps),
-        "--no-progress-bar",
-        "--runs-dir",
-        runs,
-        "--env-id",
-        args.env_id,
-        *extra,
-    ]
+    command = ppo_command(SCRIPT, backend, args.num_envs, steps, args.env_id, runs, *extra)
     out, m = measured_run(command, workdir, 300 if not label else 900, extra_env)
     row: dict[str, Any] = {"backend": name, "wall_s": m.wall_s, "steps": steps}
     sps, steady_sps = logged_sps(runs)
     whole = logged_phases(runs)
     if m.returncode != 0 or not sps or whole is None:
-        row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
-        return row
+        return dict(row, error=last_line(out))
     logged_steps, phases = whole
     # the training loop's wall time: the script logs SPS as its steps over the seconds since the loop started
     seconds = logged_steps / sps
-    row.update(
-        sps=float(sps),
-        steady_sps=steady_sps,
-        steady_phases=logged_steady_phases(runs),
-        seconds=seconds,
-        env=phases.get("env", 0.0),
-        inference=phases.get("inference", 0.0),
-        learn=phases.get("learn", 0.0),
-        cpu_percent=m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan"),
-        gpu_percent=m.gpu_percent,
-        peak_rss_mib=m.peak_rss_mib,
-    )
+    row.update(sps=float(sps), steady_sps=steady_sps, steady_phases=logged_phases(runs, skip=1), seconds=seconds)
+    row.update({phase: phases.get(phase, 0.0) for phase in PHASES}, cpu_percent=machine_cpu(m))
+    row.update(gpu_percent=m.gpu_percent, peak_rss_mib=m.peak_rss_mib)
     row["other"] = max(0.0, seconds - row["env"] - row["inference"] - row["learn"])
     return row
 
 
 def bf16_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
-    """``backend`` with and without ``--bf16``, ``BF16_ROUNDS`` times in turns (every other round in reverse order):
-    each row the mean of its runs, with the learning phase's seconds per iteration after the first."""
+    """``backend`` with and without ``--bf16``, ``BF16_ROUNDS`` times in turns: each row the mean of its runs, with
+    the learning phase's seconds per iteration after the first."""
     variants = {"float32": (), "--bf16": ("--bf16",)}
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-    for attempt in range(1, BF16_ROUNDS + 1):
-        for name in list(variants)[:: 1 if attempt % 2 else -1]:
-            runs[name].append(end_to_end(backend, args, workdir, variants[name], label="bf16 pair", attempt=attempt))
+    runs = in_turns(
+        variants,
+        BF16_ROUNDS,
+        lambda name, k: end_to_end(backend, args, workdir, variants[name], label="bf16 pair", attempt=k),
+    )
     rows = []
     for name, done in runs.items():
         row = dict(mean_row(done), variant=name)
@@ -568,26 +484,31 @@ SPIN = {"GOMP_SPINCOUNT": "10000"}
 """a bounded spin of torch's OpenMP workers (libgomp), for comparison with the scripts' sleeping workers"""
 
 
-LOADED_ROUNDS = 4
-"""rounds of the loaded runs, in turns and every other round in reverse order, so that a change of the machine's speed
-hits every variant alike"""
+LOADED_ROUNDS = 4  # rounds of the loaded runs
+
+
+def in_turns(names: Sequence[str], rounds: int, run: Callable[[str, int], dict]) -> dict[str, list[dict[str, Any]]]:
+    """``run(name, attempt)`` for every name, ``rounds`` times in turns, every other round in reverse order, so that a
+    change of the machine's speed hits every variant alike."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for attempt in range(1, rounds + 1):
+        for name in list(names)[:: 1 if attempt % 2 else -1]:
+            runs[name].append(run(name, attempt))
+    return runs
 
 
 def loaded_rows(backend: str, args: Args, workdir: str) -> list[dict[str, Any]]:
-    """``backend`` (already run with the script's defaults) with workers that spin briefly (``SPIN``), then the
-    defaults and the spin with one busy process per core alongside, ``LOADED_ROUNDS`` times in turns, every other
-    round in reverse order: each loaded row is the mean of its runs (their steady SPS under ``steady_runs``). The runs
-    share this process's session with the busy processes (``run_measured``), so that each busy process competes with
-    the run's threads as one more process."""
-    cores = plan_threads(args.num_envs).cores
+    """``backend`` (already run with the defaults) with spinning workers (``SPIN``), then the defaults and the spin
+    with one busy process per core alongside (this process's session, ``run_measured``), ``LOADED_ROUNDS`` times in
+    turns: each loaded row is the mean of its runs (their steady SPS under ``steady_runs``)."""
     variants = {"defaults": {}, "spin": {"extra_env": SPIN}}
-    rows = [end_to_end(backend, args, workdir, **settings) for settings in list(variants.values())[1:]]
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-    with busy_cores(cores):
-        for attempt in range(1, LOADED_ROUNDS + 1):
-            for name in list(variants)[:: 1 if attempt % 2 else -1]:
-                settings = variants[name]
-                runs[name].append(end_to_end(backend, args, workdir, label="loaded", attempt=attempt, **settings))
+    rows = [end_to_end(backend, args, workdir, extra_env=SPIN)]
+    with busy_cores(plan_threads(args.num_envs).cores):
+        runs = in_turns(
+            variants,
+            LOADED_ROUNDS,
+            lambda name, k: end_to_end(backend, args, workdir, label="loaded", attempt=k, **variants[name]),
+        )
     return rows + [mean_row(done) for done in runs.values()]
 
 
@@ -604,34 +525,38 @@ def mean_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def ranks_command(ranks: int, backend: str, num_envs: int, steps: int, env_id: str, runs: str) -> list[str]:
-    """ppo_atari_multigpu.py on ``ranks`` torchrun ranks, ``num_envs`` envs in all: the lab's one 1-vs-2-rank run
-    (this report's torchrun section and the seed claims' ranks)."""
+def ppo_command(script: Path, backend: str, num_envs: int, steps: int, env_id: str, runs: str, *extra: str):
+    """A run of a training script (after the interpreter or torchrun's arguments)."""
     return [
-        *(sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"),
-        *(str(MULTIGPU_SCRIPT), "--num-envs", str(num_envs), "--total-timesteps", str(steps), "--env-id", env_id),
-        *("--vector-env", backend, "--checkpoint-interval", "0", "--no-progress-bar", "--runs-dir", runs),
+        *(sys.executable, str(script), "--vector-env", backend, "--num-envs", str(num_envs)),
+        *("--total-timesteps", str(steps), "--no-progress-bar", "--runs-dir", runs, "--env-id", env_id, *extra),
     ]
+
+
+def ranks_command(ranks: int, backend: str, num_envs: int, steps: int, env_id: str, runs: str) -> list[str]:
+    """ppo_atari_multigpu.py on ``ranks`` torchrun ranks, ``num_envs`` envs in all (also the seed claims' ranks)."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
+    return (
+        torchrun
+        + ppo_command(MULTIGPU_SCRIPT, backend, num_envs, steps, env_id, runs, "--checkpoint-interval", "0")[1:]
+    )
+
+
+def machine_cpu(m: Any) -> float:
+    return m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan")
+
+
+def last_line(output: str) -> str:
+    return output.strip().splitlines()[-1][:200] if output.strip() else "no output"
 
 
 def multigpu_sps(ranks: int, backend: str, args: Args, workdir: str) -> dict[str, Any]:
     runs = os.path.join(workdir, f"runs_multigpu_{ranks}")
     steps = args.e2e_iterations * args.num_envs * 128
-    command = ranks_command(ranks, backend, args.num_envs, steps, args.env_id, runs)
-    out, m = measured_run(command, workdir)
-    row: dict[str, Any] = {
-        "ranks": ranks,
-        "backend": backend,
-        "wall_s": m.wall_s,
-        "gpu_percent": m.gpu_percent,
-        "cpu_percent": m.machine_cpu_percent if m.machine_cpu_percent is not None else float("nan"),
-    }
+    out, m = measured_run(ranks_command(ranks, backend, args.num_envs, steps, args.env_id, runs), workdir)
+    row = dict(ranks=ranks, backend=backend, wall_s=m.wall_s, gpu_percent=m.gpu_percent, cpu_percent=machine_cpu(m))
     sps, steady = logged_sps(runs)
-    if sps is not None:
-        row["sps"], row["steady_sps"] = sps, steady
-    else:
-        row["error"] = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
-    return row
+    return dict(row, sps=sps, steady_sps=steady) if sps is not None else dict(row, error=last_line(out))
 
 
 # ---------------------------------------------------------------- report
@@ -685,13 +610,11 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
         f"Written by `benchmark/throughput.sh` ({results['written']}), "
         f"game {args.env_id}, {results['duration_s']:.0f} s in all.",
         "",
-        "| machine | |",
-        "|---|---|",
     ]
-    for key, value in m.items():
-        if key.startswith("load_average"):
-            value = ", ".join(f"{v:.2f}" for v in value)
-        lines.append(f"| {key} | {value} |")
+    lines += md_table(
+        ["machine", ""],
+        [[k, ", ".join(f"{x:.2f}" for x in v) if k.startswith("load_average") else v] for k, v in m.items()],
+    )
     phys = results["physical"]
     lines += [
         "",
@@ -713,29 +636,19 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             "reach a larger share of the physical bound.",
             "",
         ]
-    lines += [
-        "## Env only (agent steps/s, random actions)",
-        "",
-        "| backend | " + " | ".join(f"{n} envs" for n in args.env_counts) + " |",
-        "|---|" + "---|" * len(args.env_counts),
-    ]
-    for backend, rates in results["env"].items():
-        lines.append(f"| {backend} | " + " | ".join(fmt(rates.get(str(n))) for n in args.env_counts) + " |")
-    lines += [
-        "",
-        f"## Network (Nature CNN; inference batch {args.num_envs}, training minibatch 256)",
-        "",
-        "| form | torch threads | inference samples/s | training samples/s | first call (s) |",
-        "|---|---|---|---|---|",
-    ]
-    for row in results["network"]:
-        if "error" in row:
-            lines.append(f"| {row['form']} | - | failed: {row['error']} | | |")
-        else:
-            lines.append(
-                f"| {row['form']} | {threads_text(row)} | {fmt(row['inference'])} | {fmt(row['training'])} "
-                f"| {row['warmup_s']:.1f} |"
-            )
+    lines += ["## Env only (agent steps/s, random actions)", ""]
+    env_rows = [[b, *(fmt(rates.get(str(n))) for n in args.env_counts)] for b, rates in results["env"].items()]
+    lines += md_table(["backend", *(f"{n} envs" for n in args.env_counts)], env_rows)
+    lines += ["", f"## Network (Nature CNN; inference batch {args.num_envs}, training minibatch 256)", ""]
+    lines += md_table(
+        ["form", "torch threads", "inference samples/s", "training samples/s", "first call (s)"],
+        [
+            [r["form"], "-", f"failed: {r['error']}", "", ""]
+            if "error" in r
+            else [r["form"], threads_text(r), fmt(r["inference"]), fmt(r["training"]), f"{r['warmup_s']:.1f}"]
+            for r in results["network"]
+        ],
+    )
     b = results["bounds"]
     form, threads = script_form(args.num_envs, results["machine"]["cores"])
     lines += [
@@ -765,20 +678,20 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
         "reset and the network's first calls); steady SPS: steps/s after the first iteration (from the wall times of "
         "the logged events), what a long run gets and what the bound describes. Seconds: whole run.",
         "",
-        "| configuration | SPS | steady SPS | steady, % of combined bound | env s | inference s | learning s | other s "
-        "| CPU % | GPU % | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in results["e2e"]:
-        if "error" in row:
-            lines.append(f"| {row['backend']} | failed: {row['error']} | | | | | | | | | |")
-            continue
-        lines.append(
-            f"| {row['backend']} | {fmt(row['sps'])} | {fmt(row.get('steady_sps'))} "
-            f"| {100 * steady(row) / b['combined']:.0f}% | {row['env']:.1f} "
-            f"| {row['inference']:.1f} | {row['learn']:.1f} | {row['other']:.1f} | {fmt(row['cpu_percent'])} "
-            f"| {fmt(row['gpu_percent'])} | {fmt(row['peak_rss_mib'])} |"
-        )
+    head = ["configuration", "SPS", "steady SPS", "steady, % of combined bound", "env s", "inference s"]
+    head += ["learning s", "other s", "CPU %", "GPU %", "peak RSS MiB"]
+    lines += md_table(
+        head,
+        [
+            failed_row(len(head), r["backend"], r["error"])
+            if "error" in r
+            else [r["backend"], fmt(r["sps"]), fmt(r.get("steady_sps")), f"{100 * steady(r) / b['combined']:.0f}%"]
+            + [f"{r[k]:.1f}" for k in ("env", "inference", "learn", "other")]
+            + [fmt(r["cpu_percent"]), fmt(r["gpu_percent"]), fmt(r["peak_rss_mib"])]
+            for r in results["e2e"]
+        ],
+    )
     repeats = results.get("repeats", [])
     if repeats:
         lines += [
@@ -794,24 +707,23 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             "bound's part: raw emulation on all cores, the fastest inference, "
             f"{args.update_epochs} passes of the fastest training).",
             "",
-            "| run | bound before / after | steady SPS | % of bound | env ms: loop / bound "
-            "| inference ms: loop / alone | learning ms: loop / alone | inference ms alone in the scripts' form |",
-            "|---|---|---|---|---|---|---|---|",
         ]
+        head = ["run", "bound before / after", "steady SPS", "% of bound", "env ms: loop / bound"]
+        head += ["inference ms: loop / alone", "learning ms: loop / alone", "inference ms alone in the scripts' form"]
+        rows = []
         for k, row in enumerate(repeats, 1):
             if "bound" not in row:
-                lines.append(f"| {k} | failed: {row.get('error', '')} | | | | | | |")
+                rows.append(failed_row(len(head), k, row.get("error", "")))
                 continue
             loop, alone = row["loop_ms"], row["alone_ms"]
-            phases = " | ".join(
-                f"{loop[p]:.3f} / {alone[p]:.3f} ({loop[p] / alone[p]:.2f}x)" for p in ("env", "inference", "learn")
-            )
             own = alone.get("inference_script_form")
-            own_text = f"{own:.3f} (loop: {loop['inference'] / own:.2f}x)" if own else "-"
-            lines.append(
-                f"| {k} | {fmt(row['bounds'][0])} / {fmt(row['bounds'][1])} | {fmt(steady(row))} "
-                f"| {100 * steady(row) / row['bound']:.0f}% | {phases} | {own_text} |"
+            rows.append(
+                [k, f"{fmt(row['bounds'][0])} / {fmt(row['bounds'][1])}", fmt(steady(row))]
+                + [f"{100 * steady(row) / row['bound']:.0f}%"]
+                + [f"{loop[p]:.3f} / {alone[p]:.3f} ({loop[p] / alone[p]:.2f}x)" for p in PHASES]
+                + [f"{own:.3f} (loop: {loop['inference'] / own:.2f}x)" if own else "-"]
             )
+        lines += md_table(head, rows)
     pair = results.get("bf16", [])
     if pair:
         lines += [
@@ -822,39 +734,41 @@ def write_report(results: dict[str, Any], args: Args, out_dir: Path, tag: str) -
             f"Instruction set: {m.get('instruction set', 'unknown')}. Each row is the mean of its runs; learning s per "
             "iteration: the update's seconds per iteration after the first (`perf/learn_seconds`).",
             "",
-            "| variant | steady SPS per run | steady SPS, mean | vs float32 | learning s per iteration | vs float32 |",
-            "|---|---|---|---|---|---|",
         ]
-        base = pair[0]
-        for row in pair:
-            if "sps" not in row:
-                lines.append(f"| {row['variant']} | failed: {row.get('error', '')} | | | | |")
-                continue
-            lines.append(
-                f"| {row['variant']} | {' / '.join(fmt(v) for v in row['steady_runs'])} "
-                f"| {fmt(row['steady_sps'])} | {row['steady_sps'] / base['steady_sps']:.2f}x "
-                f"| {row['learn_s_per_iteration']:.2f} "
-                f"| {base['learn_s_per_iteration'] / row['learn_s_per_iteration']:.2f}x faster |"
-            )
+        head = ["variant", "steady SPS per run", "steady SPS, mean", "vs float32", "learning s per iteration"]
+        base, learn = pair[0], "learn_s_per_iteration"
+        lines += md_table(
+            [*head, "vs float32"],
+            [
+                failed_row(6, r["variant"], r.get("error", ""))
+                if "sps" not in r
+                else [r["variant"], " / ".join(fmt(v) for v in r["steady_runs"]), fmt(r["steady_sps"])]
+                + [
+                    f"{r['steady_sps'] / base['steady_sps']:.2f}x",
+                    f"{r[learn]:.2f}",
+                    f"{base[learn] / r[learn]:.2f}x faster",
+                ]
+                for r in pair
+            ],
+        )
     lines += ["", "## torchrun ranks: `ppo_atari_multigpu.py`", ""]
     if results["multigpu"]:
-        lines += [
-            f"{args.num_envs} envs in all (split over the ranks), same batch; the repeated runs' backend.",
-            "",
-            "| ranks | backend | SPS (all ranks) | steady SPS | CPU % | GPU % (all visible) | wall s |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for row in results["multigpu"]:
-            sps = fmt(row.get("sps")) if "sps" in row else "failed: " + row["error"]
-            lines.append(
-                f"| {row['ranks']} | {row['backend']} | {sps} | {fmt(row.get('steady_sps'))} "
-                f"| {fmt(row['cpu_percent'])} | {fmt(row.get('gpu_percent'))} | {row['wall_s']:.0f} |"
-            )
+        lines += [f"{args.num_envs} envs in all (split over the ranks), same batch; the repeated runs' backend.", ""]
+        lines += md_table(
+            ["ranks", "backend", "SPS (all ranks)", "steady SPS", "CPU %", "GPU % (all visible)", "wall s"],
+            [
+                [r["ranks"], r["backend"], fmt(r.get("sps")) if "sps" in r else "failed: " + r["error"]]
+                + [fmt(r.get("steady_sps")), fmt(r["cpu_percent"]), fmt(r.get("gpu_percent")), f"{r['wall_s']:.0f}"]
+                for r in results["multigpu"]
+            ],
+        )
     else:
         lines.append("Not measured (`cleanrl/ppo_atari_multigpu.py` missing or `--no-multigpu`).")
-    lines += ["", "## Targets (ratios within this run)", "", "| target | measured | verdict |", "|---|---|---|"]
-    for name, measured, ok in results["targets"]:
-        lines.append(f"| {name} | {measured} | {verdict(ok) if ok is not None else 'n/a'} |")
+    lines += ["", "## Targets (ratios within this run)", ""]
+    lines += md_table(
+        ["target", "measured", "verdict"],
+        [[name, measured, verdict(ok) if ok is not None else "n/a"] for name, measured, ok in results["targets"]],
+    )
     lines += ["", f"Load average at the end: {', '.join(f'{v:.2f}' for v in results['load_average_at_end'])}.", ""]
     lines += [f"![env-only steps/s](throughput_{tag}_env.png)", "", f"![end-to-end SPS](throughput_{tag}_e2e.png)", ""]
     path = out_dir / f"throughput_{tag}.md"
@@ -1059,29 +973,15 @@ def with_runs(row: dict[str, Any]) -> str:
 
 
 def default_backend() -> str:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("ppo_atari_defaults", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.Args().vector_env
+    return script_module("ppo_atari_defaults").Args().vector_env
 
 
 def network_rates_apart(args: Args, forms: Sequence[str] = ()) -> list[dict[str, Any]]:
     """network_rates (of ``forms`` only, if given) in a child process (`--network-only`): its CUDA context and
     models end with it."""
-    command = [
-        sys.executable,
-        "-m",
-        "benchmark.lab.throughput",
-        "--network-only",
-        "--num-envs",
-        str(args.num_envs),
-        "--seconds",
-        str(args.seconds),
-        "--compile" if args.compile else "--no-compile",
-        *(["--forms", *forms] if forms else []),
-    ]
+    command = [sys.executable, "-m", "benchmark.lab.throughput", "--network-only", "--num-envs", str(args.num_envs)]
+    command += ["--seconds", str(args.seconds), "--compile" if args.compile else "--no-compile"]
+    command += ["--forms", *forms] if forms else []
     result = subprocess.run(command, cwd=REPO, env=repo_env(), capture_output=True, text=True, timeout=1800)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
@@ -1090,12 +990,8 @@ def network_rates_apart(args: Args, forms: Sequence[str] = ()) -> list[dict[str,
 
 
 def physical_bound(env_id: str, seconds: float, cores: int) -> dict[str, float]:
-    """The emulator's physical bound on `cores` cores and, where envpool is installed, the preprocessing ceiling: a
-    native pool on ONE stepping thread (16 envs per batch, which amortises the hand-over to Python better than 4),
-    nothing else running. Its share of one core's raw emulation is what survives the per-step screen work (two gray
-    grabs, max-pool, resize to 84x84, frame stack), before any cost of running threads in parallel. EnvPool's pool,
-    since the ale backend runs one thread per env (cleanrl_utils/vector_envs.py: AleVectorEnv); earlier reports
-    measured ale-py's pool on one thread. Without envpool (an optional extra) the report leaves the ceiling out."""
+    """The emulator's physical bound on `cores` cores and, where envpool is installed, the preprocessing ceiling:
+    EnvPool's pool of 16 envs on ONE stepping thread, nothing else running (without envpool: left out)."""
     fps = emulator_frames_per_second(env_id, seconds)
     physical = {"frames_per_second": fps, "bound": fps * cores / FRAME_SKIP}
     ceiling = "envpool is not installed: no preprocessing ceiling"
@@ -1103,14 +999,15 @@ def physical_bound(env_id: str, seconds: float, cores: int) -> dict[str, float]:
         one_thread = env_steps_per_second("envpool", env_id, 16, seconds, env_threads=1)
         physical["preprocessed_per_thread"] = one_thread
         ceiling = f"preprocessed, one thread: {one_thread:,.0f} steps/s"
-    print(f"physical: {fps:,.0f} frames/s on one core -> bound {physical['bound']:,.0f} steps/s; {ceiling}", flush=True)
+    print(f"physical: {fps:,.0f} frames/s on one core -> bound {physical['bound']:,.0f} steps/s; {ceiling}")
     return physical
 
 
 def main(args: Args) -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # progress lines as they come
     keep_freed_memory()  # the network is timed with the allocator settings the scripts use
     if args.network_only:
-        print(json.dumps(network_rates(args.num_envs, args.seconds, args.compile, only=args.forms)), flush=True)
+        print(json.dumps(network_rates(args.num_envs, args.seconds, args.compile, only=args.forms)))
         return
     if args.report_only:
         path = Path(args.out_dir) / f"throughput_{args.tag or f'cpu{usable_cores()}'}.json"
@@ -1121,14 +1018,12 @@ def main(args: Args) -> None:
     start = time.perf_counter()
     cores = usable_cores()
     gpus = visible_gpus()
-    tag = args.tag or (
-        re.sub(r"[^A-Za-z0-9]+", "-", gpus[0].name).strip("-") + f"_cpu{cores}" if gpus else f"cpu{cores}"
-    )
+    tag = args.tag or (file_tag(gpus[0].name) + f"_cpu{cores}" if gpus else f"cpu{cores}")
     out_dir = REPO / args.out_dir if not os.path.isabs(args.out_dir) else Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     backends = [b for b in args.backends if b != "envpool" or envpool_available()]
     results: dict[str, Any] = {"machine": machine(), "default_backend": default_backend()}
-    print(f"machine: {results['machine']}", flush=True)
+    print(f"machine: {results['machine']}")
 
     results["physical"] = physical_bound(args.env_id, args.seconds, cores)
 
@@ -1138,20 +1033,20 @@ def main(args: Args) -> None:
         for n in args.env_counts:
             rate = env_steps_per_second(backend, args.env_id, n, args.seconds)
             results["env"][backend][str(n)] = rate
-            print(f"env {backend:8s} {n:3d} envs: {rate:8,.0f} steps/s", flush=True)
+            print(f"env {backend:8s} {n:3d} envs: {rate:8,.0f} steps/s")
 
     results["network"] = network_rates_apart(args)
     results["bounds"] = bounds_of(results["physical"]["bound"], results["network"], args.update_epochs)
     for row in results["network"]:
-        print(f"network {row}", flush=True)
-    print(f"bounds: {results['bounds']}", flush=True)
+        print(f"network {row}")
+    print(f"bounds: {results['bounds']}")
 
     with tempfile.TemporaryDirectory() as workdir:
         results["e2e"] = []
         for backend in backends:
             row = end_to_end(backend, args, workdir)
             results["e2e"].append(row)
-            print(f"e2e {row}", flush=True)
+            print(f"e2e {row}")
         plain = repeated_backend(results, args.num_envs)
         if args.e2e_repeats and plain:
             forms = sorted({*results["bounds"]["forms"], script_form(args.num_envs, cores)[0]})  # and the scripts'
@@ -1160,25 +1055,25 @@ def main(args: Args) -> None:
         if args.bf16 and plain:
             results["bf16"] = bf16_rows(plain, args, workdir)
             for row in results["bf16"]:
-                print(f"bf16 {row}", flush=True)
+                print(f"bf16 {row}")
         if args.loaded and plain:
             for row in loaded_rows(plain, args, workdir):
                 results["e2e"].append(row)
-                print(f"e2e {row}", flush=True)
+                print(f"e2e {row}")
         results["multigpu"] = []
         if args.multigpu and MULTIGPU_SCRIPT.exists():
             backend = plain or "sync"
             for ranks in (1, 2):
                 row = multigpu_sps(ranks, backend, args, workdir)
                 results["multigpu"].append(row)
-                print(f"multigpu {row}", flush=True)
+                print(f"multigpu {row}")
     results["targets"] = targets(results, args)
     results["load_average_at_end"] = os.getloadavg()
     results["duration_s"] = time.perf_counter() - start
     results["written"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     path = write_report(results, args, out_dir, tag)
     plot(results, args, out_dir, tag)
-    print(f"wrote {path} and its plots in {results['duration_s']:.0f} s", flush=True)
+    print(f"wrote {path} and its plots in {results['duration_s']:.0f} s")
 
 
 if __name__ == "__main__":
