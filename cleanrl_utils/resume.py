@@ -314,13 +314,9 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
 def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict] = None) -> tuple[str, Optional[dict]]:
     """The run's folder, created and writable, and `ckpt` (from `start_run`) checked against `state`."""
     run_dir = os.path.join(args.runs_dir, run_name)
-    try:  # made after every check that can fail (a refused start leaves no empty folder), and proved writable
+    try:  # made after every check that can fail (a refused start leaves no empty folder), proved writable by the lock
         os.makedirs(run_dir, exist_ok=True)
-        hold_run_folder(run_dir, CHECKPOINT_FILE)  # one run per folder (cleanrl_utils/runlock.py)
-        probe = os.path.join(run_dir, ".write_test")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
+        hold_run_folder(run_dir, CHECKPOINT_FILE)  # one run per folder, its holder written in it (runlock.py)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             fail(f"the disk of the run directory {run_dir!r} is full: free some space, or pass another --runs-dir")
