@@ -26,7 +26,7 @@ from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
 from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
 from cleanrl_utils.resume import open_run, restore_rng, resume_command, start_run
-from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
+from cleanrl_utils.validation import Count, check_env_id, check_extras, check_ranges
 from cleanrl_utils.validation import check_batch
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
@@ -232,19 +232,9 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
         if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
             break
-    numbers = (
-        torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach().cpu()
-    )
-    numbers = numbers.numpy().tolist()
-    names = [
-        "value_loss",
-        "policy_loss",
-        "entropy",
-        "old_approx_kl",
-        "approx_kl",
-        "grad_norm",
-    ]  # grad_norm: before clipping
-    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).tolist()
+    names = ["value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "grad_norm"]
+    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}  # grad_norm: before clipping
 
 
 if __name__ == "__main__":
@@ -256,7 +246,7 @@ if __name__ == "__main__":
     args.batch_size = int(args.num_envs * args.num_steps)
     args.minibatch_size = int(args.batch_size // args.num_minibatches)
     args.num_iterations = args.total_timesteps // args.batch_size
-    check_atari_env_id(args.env_id)
+    check_env_id(args.env_id, atari=True)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     check_backend(args.vector_env, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track, upload_model=args.upload_model)
@@ -297,10 +287,8 @@ if __name__ == "__main__":
           f"{envpool_threads}{torch_threads} torch threads ({threads_from}), logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    native_bf16 = (
-        torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
-    )
-    if args.bf16 and not native_bf16:  # (AMX CPUs have AVX512-BF16 too)
+    has_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    if args.bf16 and not has_bf16:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps:
         steps = args.num_iterations * args.batch_size
@@ -330,9 +318,7 @@ if __name__ == "__main__":
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
-    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(
-        device
-    )
+    obs = torch.zeros((args.num_steps,) + envs.observation_space.shape, dtype=torch.uint8).to(device)
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)

@@ -36,7 +36,7 @@ from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
 from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
-from cleanrl_utils.validation import Count, check_atari_env_id, check_extras, check_ranges
+from cleanrl_utils.validation import Count, check_env_id, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
 
 
@@ -276,19 +276,9 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
         if args.target_kl is not None and mean_over_ranks(approx_kl, world_size) > args.target_kl:  # a host sync
             break
-    numbers = (
-        torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).detach().cpu()
-    )
-    numbers = numbers.numpy().tolist()
-    names = [
-        "value_loss",
-        "policy_loss",
-        "entropy",
-        "old_approx_kl",
-        "approx_kl",
-        "grad_norm",
-    ]  # grad_norm: before clipping
-    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}
+    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).tolist()
+    names = ["value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "grad_norm"]
+    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}  # grad_norm: before clipping
 
 
 if __name__ == "__main__":
@@ -301,7 +291,7 @@ if __name__ == "__main__":
     # everything that can be checked is checked here, before the run writes anything
     check_ranges(args)
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
-    check_atari_env_id(args.env_id)
+    check_env_id(args.env_id, atari=True)
     device, backend = resolve_device(args, info)
     check_backend(args.vector_env, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0, upload_model=args.upload_model)
@@ -360,10 +350,8 @@ if __name__ == "__main__":
         print_launch_notes(info)
     if args.cuda and device.type == "cpu" and rank0:
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)
-    native_bf16 = (
-        torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
-    )
-    if args.bf16 and not native_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
+    has_bf16 = torch.cuda.is_bf16_supported(False) if device.type == "cuda" else torch.cpu._is_avx512_bf16_supported()
+    if args.bf16 and not has_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps and rank0:
         steps = args.num_iterations * args.batch_size
@@ -396,9 +384,7 @@ if __name__ == "__main__":
         writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
-    obs = torch.zeros((args.num_steps, envs.num_envs) + envs.single_observation_space.shape, dtype=torch.uint8).to(
-        device
-    )
+    obs = torch.zeros((args.num_steps,) + envs.observation_space.shape, dtype=torch.uint8).to(device)
     actions = torch.zeros((args.num_steps, envs.num_envs) + envs.single_action_space.shape, dtype=torch.long).to(device)
     logprobs = torch.zeros((args.num_steps, envs.num_envs)).to(device)
     rewards = torch.zeros((args.num_steps, envs.num_envs)).to(device)

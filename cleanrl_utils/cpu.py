@@ -1,7 +1,6 @@
-"""A training process's CPU set-up, one place for the scripts and the lab: its threads and glibc's memory reuse.
-Threads, first found wins: --torch-threads/--env-threads; OMP_NUM_THREADS (the user's, the runner's, a scheduler's;
-not the 1 torchrun sets for several processes per node); SLURM_CPUS_PER_TASK; the cores this process may use
-(taskset, cgroups and Slurm set them). A Slurm task's CPUs and the cores are split among a node's ranks."""
+"""A training process's CPU set-up (its threads, glibc's memory reuse), for the scripts and the lab. Threads, first
+found wins: the flags; OMP_NUM_THREADS (not the 1 torchrun sets for several processes per node); SLURM_CPUS_PER_TASK;
+the cores this process may use (taskset, cgroups, Slurm). A node's ranks split a Slurm task's CPUs and the cores."""
 
 import ctypes.util
 import os
@@ -14,23 +13,9 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def thread_counts(
-    env_threads: int, torch_threads: int, cores: int, num_envs: int, notes: bool = True
-) -> tuple[int, int]:
-    """The env and torch threads of a process that may use `cores` cores: 0 picks min(cores, num_envs) and `cores`;
-    more is capped at `cores`, with a note if `notes` (not in `check_ranges`: another machine's job has other cores)."""
-    for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
-        if asked > cores and notes:
-            print(
-                f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: using "
-                f"{cores} (more threads than cores only wait for each other)",
-                flush=True,
-            )
-    return min(env_threads, cores) or min(cores, num_envs), min(torch_threads, cores) or cores
-
-
 def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks=1, cores=0, notes=True):
-    """(cores of this rank, env threads, torch threads, where the torch threads' number comes from)."""
+    """(cores of this rank, env threads, torch threads, where the torch threads' number comes from); a flag above the
+    cores is capped at them, with a note if `notes` (not in `check_ranges`: another machine's job has other cores)."""
     cores = max(1, (cores or usable_cores()) // local_ranks)
     omp, slurm = os.environ.get("OMP_NUM_THREADS", ""), os.environ.get("SLURM_CPUS_PER_TASK", "")
     budget, source = cores, "its cores"
@@ -39,8 +24,12 @@ def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks
         budget, source = int(omp), "OMP_NUM_THREADS"
     elif slurm.isdigit() and int(slurm) > 0:
         budget, source = max(1, int(slurm) // local_ranks), "SLURM_CPUS_PER_TASK"
-    env, threads = thread_counts(env_threads, torch_threads, cores, num_envs, notes)  # a flag: capped at the cores
-    return cores, env if env_threads else min(budget, num_envs), threads if torch_threads else budget, source
+    for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
+        if asked > cores and notes:
+            cap = f"using {cores} (more threads than cores only wait for each other)"
+            print(f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: {cap}")
+    env = min(env_threads, cores) if env_threads else min(budget, num_envs)
+    return cores, env, min(torch_threads, cores) if torch_threads else budget, source
 
 
 def keep_freed_memory(limit: int = 1 << 30) -> bool:

@@ -10,8 +10,7 @@ from cleanrl_utils.validation import fail
 
 
 def stop_if_diverged(numbers: dict, iteration: int, run_dir: str, checkpoint_file: str = "checkpoint.pt") -> None:
-    """`numbers`: the update's losses and gradient norm, already read back once per iteration (a parameter that
-    turned non-finite makes the next loss non-finite; a non-finite gradient makes the norm so)."""
+    """`numbers`: the update's losses and gradient norm (a non-finite parameter or gradient shows in them)."""
     bad = [name for name, value in numbers.items() if not math.isfinite(value)]
     if not bad:
         return

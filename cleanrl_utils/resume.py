@@ -142,10 +142,8 @@ def read_checkpoint(path: str, script: str) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated zip, garbage, or pickled objects that weights_only refuses
-        why = "corrupt (cut short by a full disk?) or not from this script"
-        fail(
-            f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is {why}: remove it, or move it away to start the run anew"
-        )
+        why, fix = "corrupt (cut short by a full disk?) or not from this script", "move it away to start the run anew"
+        fail(f"cannot read the checkpoint {path} ({first_sentence(exc)}); it is {why}: remove it, or {fix}")
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "state" not in ckpt:
         fail(f"{path} is not a checkpoint of {os.path.basename(script)} (format {CHECKPOINT_FORMAT}); remove it")
     return ckpt
@@ -153,22 +151,19 @@ def read_checkpoint(path: str, script: str) -> dict:
 
 def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict:
     """`ckpt` (read from `path`) fits this run's env, networks and batch; else a one-line error."""
+    it = f"the checkpoint {path}"
     if ckpt.get("env_id") != args.env_id:
-        fail(f"the checkpoint {path} was made for {ckpt.get('env_id')}, not --env-id {args.env_id}")
+        fail(f"{it} was made for {ckpt.get('env_id')}, not --env-id {args.env_id}")
     if ckpt.get("batch_size") != args.batch_size:
-        fail(
-            f"the checkpoint {path} has batch {ckpt.get('batch_size')}: resume with the same --num-envs and --num-steps"
-        )
+        fail(f"{it} has batch {ckpt.get('batch_size')}: resume with the same --num-envs and --num-steps")
     if missing := sorted(set(state) - set(ckpt["state"])):
-        fail(
-            f"the checkpoint {path} has no {', '.join(missing)}: the script's `state` changed; start another --run-name"
-        )
+        fail(f"{it} has no {', '.join(missing)}: the script's `state` changed; start another --run-name")
     for key, network in ((k, v) for k, v in state.items() if isinstance(v, torch.nn.Module)):
         own, theirs = network.state_dict(), ckpt["state"][key]
         for name in sorted(set(own) | set(theirs)):
             mine, other = (tuple(d[name].shape) if name in d else None for d in (own, theirs))
             if mine != other:
-                fail(f"the checkpoint {path} holds another network architecture than this script's {key} ({name})")
+                fail(f"{it} holds another network architecture than this script's {key} ({name})")
     return ckpt
 
 
@@ -269,7 +264,8 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         check_name("--run-name", args.run_name)
     run_name = resolve_run_name(args)
     run_dir = os.path.join(args.runs_dir, run_name)
-    report_full_disk(run_dir, resume_command(args, run_name))
+    command = resume_command(args, run_name)
+    report_full_disk(run_dir, command)
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     global STARTED
     STARTED = (run_dir, os.path.exists(path))
@@ -283,9 +279,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
             print(f"note: no checkpoint in {run_dir} yet: starting the run", flush=True)
         return args, run_name, None
     if args.resume == "no":
-        fail(
-            f"{run_dir} already has a checkpoint: pass --resume (`{resume_command(args, run_name)}`) or another --run-name"
-        )
+        fail(f"{run_dir} already has a checkpoint: pass --resume (`{command}`) or another --run-name")
     ckpt = read_checkpoint(path, script)
     # parsed again with the stored settings as defaults: a flag given another value is refused unless it may change
     stored = ckpt.get("settings") or {}
@@ -297,10 +291,8 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         if getattr(args, name) != old
     ]
     if refused := [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]:
-        new_run = "another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name)"
-        fail(
-            f"{', '.join(refused)}: a resume keeps the run's settings (--help: --resume); drop them, or start {new_run}"
-        )
+        new_run = "start another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name)"
+        fail(f"{', '.join(refused)}: a resume keeps the run's settings (--help: --resume); drop them, or {new_run}")
     for _, note in changed:  # each a flag that a resume may change
         print(f"note: resuming with {note}", flush=True)
     iteration, batch_size, total = ckpt["iteration"], ckpt["batch_size"], args.total_timesteps
@@ -322,13 +314,9 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
 def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict] = None) -> tuple[str, Optional[dict]]:
     """The run's folder, created and writable, and `ckpt` (from `start_run`) checked against `state`."""
     run_dir = os.path.join(args.runs_dir, run_name)
-    try:  # made after every check that can fail (a refused start leaves no empty folder), and proved writable
+    try:  # made after every check that can fail (a refused start leaves no empty folder), proved writable by the lock
         os.makedirs(run_dir, exist_ok=True)
-        hold_run_folder(run_dir, CHECKPOINT_FILE)  # one run per folder (cleanrl_utils/runlock.py)
-        probe = os.path.join(run_dir, ".write_test")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
+        hold_run_folder(run_dir, CHECKPOINT_FILE)  # one run per folder, its holder written in it (runlock.py)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             fail(f"the disk of the run directory {run_dir!r} is full: free some space, or pass another --runs-dir")

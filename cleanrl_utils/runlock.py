@@ -1,8 +1,6 @@
-"""One run per folder: the process that writes a run's folder holds an OS lock on `run.lock` in it for its whole
-life (the kernel lets go when the process dies, however it dies), and a start that finds no checkpoint sets a dead
-attempt's logs aside. A second process on a held folder stops before it writes anything, naming the holder; a
-restarted attempt (a requeued Slurm task, a torchrun restart) waits for the old one to let go, up to
-CLEANRL_LOCK_WAIT seconds (default 120), as the old attempt may still be saving its checkpoint."""
+"""One run per folder: its writer holds an OS lock on `run.lock` in it while it lives (the kernel lets go however it
+dies); a second process stops before it writes anything, naming the holder; a restarted attempt (Slurm requeue,
+torchrun restart) waits up to CLEANRL_LOCK_WAIT s (120) for the old one, which may still be saving its checkpoint."""
 
 import fcntl
 import glob
@@ -18,9 +16,7 @@ _held = []  # the open lock files of this process: closing one would let go of i
 
 
 def restarted() -> bool:
-    return any(
-        int(os.environ.get(name, "0") or 0) > 0 for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
-    )
+    return any(int(os.environ.get(name) or 0) > 0 for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"))
 
 
 def hold_run_folder(run_dir: str, checkpoint_file: str) -> None:
@@ -35,10 +31,7 @@ def hold_run_folder(run_dir: str, checkpoint_file: str) -> None:
             holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "a process that has not said who it is"
             if time.time() >= deadline:
                 os.close(fd)
-                fail(
-                    f"{run_dir} is in use by another run ({holder}): two runs in one folder would mix their logs and "
-                    "checkpoints; let that one finish or stop it, or pass another --run-name"
-                )
+                fail(f"{run_dir} is in use by another run ({holder}): let it finish, or pass another --run-name")
             if not said:
                 print(f"note: waiting for the previous attempt ({holder}) to let go of {run_dir}", flush=True)
                 said = True
@@ -50,8 +43,7 @@ def hold_run_folder(run_dir: str, checkpoint_file: str) -> None:
 
 
 def set_aside_dead_attempt(run_dir: str, checkpoint_file: str) -> None:
-    """A folder with logs but no checkpoint holds an attempt that died before its first one: its event files go to
-    `dead_attempts/` (which plots skip), so that the curves and wall time are this attempt's alone."""
+    """Logs but no checkpoint: an attempt died before its first one; its event files go to `dead_attempts/` (unplotted)."""
     old = glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))
     if not old or os.path.exists(os.path.join(run_dir, checkpoint_file)):
         return
@@ -59,7 +51,4 @@ def set_aside_dead_attempt(run_dir: str, checkpoint_file: str) -> None:
     os.makedirs(folder, exist_ok=True)
     for path in old:
         os.replace(path, os.path.join(folder, os.path.basename(path)))
-    print(
-        f"note: {run_dir} held the logs of an attempt that stopped before its first checkpoint: moved to {folder}",
-        flush=True,
-    )
+    print(f"note: {run_dir} held the logs of an attempt that stopped before its first checkpoint: moved to {folder}")

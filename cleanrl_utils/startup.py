@@ -1,5 +1,4 @@
-"""Imported at a script's top: Ctrl-C before the run's own stop handling (`StopSignals`) is in place stops with one
-line, not the traceback of whatever was loading (torch, the emulator, the envs)."""
+"""Imported at a script's top: Ctrl-C before `StopSignals` is in place stops with one line, not a loading traceback."""
 
 import signal
 import sys

@@ -1,7 +1,6 @@
 """Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily)."""
 
 import difflib
-import functools
 import re
 from typing import Annotated, NoReturn
 
@@ -41,9 +40,7 @@ def check_ranges(args) -> None:
             fail(f"--{name.replace('_', '-')} must be {need}, got {value}")
     for name in ("env_threads", "torch_threads"):
         if (value := getattr(args, name, 0)) > MAX_THREADS:
-            fail(
-                f"--{name.replace('_', '-')} {value} is far more threads than any machine's cores (at most {MAX_THREADS})"
-            )
+            fail(f"--{name.replace('_', '-')} {value} is far more threads than any machine's cores (max {MAX_THREADS})")
 
 
 def check_name(flag: str, name: str, why: str = "a run is one folder inside --runs-dir") -> None:
@@ -105,9 +102,6 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
         fail(f"{env_id!r} is an Atari game; use cleanrl/ppo_atari.py (this script takes ids such as CartPole-v1)")
 
 
-check_atari_env_id = functools.partial(check_env_id, atari=True)
-
-
 def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int, ranks: int = 1) -> None:
     """A batch (`num_envs` * `num_steps`, per rank) splits into minibatches of 2 samples or more (of all ranks: their
     advantages are normalised with their std, which one sample has not), and one of every rank fits the total."""
@@ -117,9 +111,7 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
         fail(f"the batch{of} {num_envs}*{num_steps} = {batch} is not divisible by --num-minibatches {num_minibatches}")
     if (size := batch * ranks // num_minibatches) < 2:
         how = f"num_envs*num_steps/num_minibatches{' of all ranks' * (ranks > 1)} = {batch * ranks}/{num_minibatches}"
-        fail(
-            f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: raise the batch or lower it"
-        )
+        fail(f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: make it larger")
     if total_timesteps < batch * ranks:
         fail(f"--total-timesteps {total_timesteps} is smaller than one batch ({batch * ranks}): no update would run")
 

@@ -1,13 +1,7 @@
-"""Vector Atari envs for the PPO scripts: four backends (``--vector-env``; ``sync``/``async``: ``make_atari_env``'s
-chain, ``ale``/``envpool``: C++ pools), one contract, checked on the emulator by tests/test_vector_envs.py:
-observations ``uint8`` ``(num_envs, 4, 84, 84)``, after a reset or a lost life 4 copies of the first frame; SAME_STEP
-autoreset (the step where a game ends returns the *reset* observation); reward clipped to its sign; ``terminated`` at
-game over and on a lost life (the emulator is *not* reset; lives dropping to 0 is the game over); after a reset or a
-lost life the env serves by itself: a no-op after a lost life, then FIRE and action 2 in games with FIRE; 1 to 30 no-op
-frames at a game's start (ale-py's pool: 0 to 29); each full game's statistics (all lives, unclipped points, emulator
-frames) on the step it ends, in ``infos["final_info"]["episode"]`` (``"r"``, ``"l"``, ``"t"``), masked by
-``infos["final_info"]["_episode"]``; ``reset(seed=s)`` seeds env i with ``s + i`` (EnvPool: in a new pool).
-"""
+"""Vector Atari envs for the PPO scripts, four backends (``--vector-env``) with one contract (tests/test_vector_envs.py
+checks it on the emulator): uint8 ``(num_envs, 4, 84, 84)`` frames, a stack restarted on its first frame after a reset
+or lost life; SAME_STEP autoreset; rewards clipped to their sign; ``terminated`` on each lost life and at game over;
+the env serves by itself (FIRE, action 2); each full game's statistics in ``infos["final_info"]["episode"]``."""
 
 import functools
 import importlib.util
@@ -23,9 +17,8 @@ from cleanrl_utils.validation import fail
 VectorEnvBackend = Literal["sync", "async", "ale", "envpool"]
 BACKENDS: tuple[str, ...] = get_args(VectorEnvBackend)
 SAME_STEP = gym.vector.AutoresetMode.SAME_STEP
-MAX_EPISODE_FRAMES = MAX_FRAMES
 FRAME_SKIP = 4
-MAX_STEPS = MAX_EPISODE_FRAMES // FRAME_SKIP
+MAX_STEPS = MAX_FRAMES // FRAME_SKIP
 MAX_SERVE_ROUNDS = 4  # games that end during their own serve, in a row (never seen more than 1)
 
 
@@ -74,10 +67,8 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         self._serve(obs, lives, new_game=everyone, life_lost=~everyone, stats=self._no_games())
         return self._observe(obs, lives, restart=everyone)
 
-    def step_async(self, actions: np.ndarray) -> None:
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         self._pool_send(self._all, np.asarray(actions, dtype=np.int32))
-
-    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         obs, reward, game_over, truncated, lives, self._frames[:] = self._pool_recv(self._all)
         self._return += reward
         truncated = truncated & ~game_over
@@ -94,10 +85,6 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
             infos["final_info"] = stats
             infos["_final_info"] = stats["_episode"].copy()
         return obs, np.sign(reward).astype(np.float32), game_over | life_lost, truncated, infos
-
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        self.step_async(actions)
-        return self.step_wait()
 
     def _observe(self, obs: np.ndarray, lives: np.ndarray, restart: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         """``obs`` and its info; a stack of under 4 frames of its game is padded with its first frame, not zeros."""
@@ -157,7 +144,7 @@ class AleVectorEnv(NativeAtariVectorEnv):
 
         # the emulator alone: episodes, serves and clipping are the adapter's (it resets an ended game at once)
         options = dict(episodic_life=False, life_loss_info=False, reward_clipping=False, use_fire_reset=False)
-        options.update(frameskip=FRAME_SKIP, max_num_frames_per_episode=MAX_EPISODE_FRAMES, **game_options(env_id))
+        options.update(frameskip=FRAME_SKIP, max_num_frames_per_episode=MAX_FRAMES, **game_options(env_id))
         make = functools.partial(AtariVectorEnv, ale_game(env_id), 1, num_threads=1, noop_max=noop_max, **options)
         self.pools = [make(autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP) for _ in range(num_envs)]
         super().__init__(env_id, num_envs, self.pools[0].single_action_space.n)
@@ -195,8 +182,7 @@ class EnvPoolVectorEnv(NativeAtariVectorEnv):
         known = {t.lower(): t for t in envpool.list_all_envs()}
         if task.lower() not in known:
             fail(f"EnvPool has no Atari task for {env_id!r} (looked for {task}); use --vector-env ale")
-        # the emulator alone (episodes, serves and clipping are the adapter's), with the chain's frames; EnvPool draws 1
-        # to noop_max no-op frames
+        # the emulator alone (the adapter has episodes, serves, clipping), framed as the chain; 1 to noop_max no-ops
         options = dict(episodic_life=False, reward_clip=False, use_fire_reset=False, max_episode_steps=MAX_STEPS)
         options.update(stack_num=4, img_height=84, img_width=84, gray_scale=True, use_inter_area_resize=True)
         options.update(num_envs=num_envs, num_threads=num_threads, noop_max=max(noop_max, 1), **game_options(env_id))

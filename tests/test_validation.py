@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from helpers import load_script
 
-from cleanrl_utils.cpu import thread_counts
+from cleanrl_utils.cpu import thread_plan
 from cleanrl_utils.validation import RANGES, check_ranges
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
@@ -102,23 +102,28 @@ def test_resume_without_a_name_says_what_it_looked_for_and_where(tmp_path):
     assert str(tmp_path / "runs") in result.stderr
 
 
-def test_thread_counts_are_capped_at_the_cores_this_process_may_use_with_a_note(capsys):
+def test_thread_counts_are_capped_at_the_cores_this_process_may_use_with_a_note(capsys, monkeypatch):
     """More threads than cores only wait for each other (200 torch threads on 2 cores took minutes per iteration):
     a count above the cores is capped there, and one note says what was asked, what is used and why."""
-    assert thread_counts(0, 0, 2, 8) == (2, 2)  # 0: one env thread per env, at most the cores; torch: the cores
-    assert thread_counts(0, 0, 4, 1) == (1, 4)
-    assert thread_counts(1, 2, 2, 8) == (1, 2)  # what fits is kept as given
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    assert thread_plan(0, 0, 8, cores=2)[1:3] == (
+        2,
+        2,
+    )  # 0: one env thread per env, at most the cores; torch: the cores
+    assert thread_plan(0, 0, 1, cores=4)[1:3] == (1, 4)
+    assert thread_plan(1, 2, 8, cores=2)[1:3] == (1, 2)  # what fits is kept as given
     assert capsys.readouterr().out == ""
-    assert thread_counts(200, 200, 2, 8) == (2, 2)
+    assert thread_plan(200, 200, 8, cores=2)[1:3] == (2, 2)
     why = "(more threads than cores only wait for each other)"
     assert capsys.readouterr().out.splitlines() == [
         f"note: --env-threads 200 is more than the 2 cores this process may use: using 2 {why}",
         f"note: --torch-threads 200 is more than the 2 cores this process may use: using 2 {why}",
     ]
-    assert thread_counts(0, 3, 1, 8) == (1, 1)
+    assert thread_plan(0, 3, 8, cores=1)[1:3] == (1, 1)
     one_core = f"note: --torch-threads 3 is more than the 1 core this process may use: using 1 {why}"
     assert capsys.readouterr().out.splitlines() == [one_core]
-    assert thread_counts(0, 3, 1, 8, notes=False) == (1, 1)  # a rank other than 0: rank 0 says it
+    assert thread_plan(0, 3, 8, cores=1, notes=False)[1:3] == (1, 1)  # a rank other than 0: rank 0 says it
     assert capsys.readouterr().out == ""
 
 

@@ -25,7 +25,8 @@ import tyro
 
 from benchmark.lab.measured import DEVICES_EXPR, REPO, Gpu, Measured, gpus_from, repo_env, run_measured
 from cleanrl_utils.launch.processes import stop_process_groups
-from cleanrl_utils.vector_envs import FRAME_SKIP, MAX_EPISODE_FRAMES
+from cleanrl_utils.atari_wrappers import MAX_FRAMES
+from cleanrl_utils.vector_envs import FRAME_SKIP
 
 SCRIPT = "cleanrl/ppo_atari.py"
 MULTIGPU_SCRIPT = "cleanrl/ppo_atari_multigpu.py"
@@ -61,7 +62,7 @@ LIMITS: dict[str, tuple[float, float]] = {
 all); each column within BUDGET_S, so that every step gets its whole limit; a step past it is stopped and fails"""
 STOP_GRACE_S = 3.0
 """seconds a run gets between SIGTERM and SIGKILL when its step stops it (inside the step's limit)"""
-EVAL_MAX_STEPS = MAX_EPISODE_FRAMES // FRAME_SKIP
+EVAL_MAX_STEPS = MAX_FRAMES // FRAME_SKIP
 """the eval's agent steps: an episode's cap, so that any game ends in time (a random policy's can be long)"""
 
 
