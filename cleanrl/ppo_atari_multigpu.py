@@ -354,8 +354,10 @@ if __name__ == "__main__":
     if args.bf16 and not has_bf16 and rank0:  # (AMX CPUs have AVX512-BF16 too)
         print(f"note: --bf16 is likely slower here: this {device.type} has no native bfloat16", flush=True)
     if ckpt is None and args.total_timesteps % args.batch_size > 0.01 * args.total_timesteps and rank0:
-        steps = args.num_iterations * args.batch_size
-        print(f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch: runs {steps} steps")
+        batch, steps = args.batch_size, args.num_iterations * args.batch_size
+        print(
+            f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({batch}): runs {steps} steps"
+        )
     if ckpt is not None and rank0:
         again = f" (torchrun restart {restart})" if restart else ""
         print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)

@@ -103,7 +103,8 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
     for name, value in state.items():
         stepped = value.param_groups if isinstance(value, torch.optim.Optimizer) else []
         if any(id(p) not in saved for group in stepped for p in group["params"]):
-            fail(f"the optimizer {name!r} in the checkpoint's state steps parameters of a network that is not in it")
+            fix = "add that network to the script's `state` dict, so that a resume gets it back"
+            fail(f"the optimizer {name!r} in the checkpoint's state steps parameters of a network not in it: {fix}")
     ckpt = {"format": CHECKPOINT_FORMAT, "env_id": args.env_id, "exp_name": args.exp_name, "rng": rngs}
     ckpt.update(batch_size=args.batch_size, world_size=len(rngs), iteration=iteration, global_step=global_step)
     ckpt["state"] = {k: v if isinstance(v, torch.Tensor) else v.state_dict() for k, v in state.items()}

@@ -201,7 +201,7 @@ def test_a_network_that_shares_the_agents_optimizer_but_not_its_checkpoint_is_an
     assert_one_line_error(
         result,
         "the optimizer 'optimizer' in the checkpoint's state steps parameters of a network "
-        "that is not in it: add that network to the script's `state` dict",
+        "not in it: add that network to the script's `state` dict",
     )
     assert "global_step=64/64" in result.stdout, result.stdout[-2000:]  # it trained up to its first save
     assert not (runs / "shared" / "checkpoint.pt").exists()  # nothing that a resume would read without the predictor

@@ -1,7 +1,6 @@
 """The training scripts' thread numbers, so that the lab times its parts with the threads a run gets: the scripts'
 own rule, ``cleanrl_utils/cpu.py``'s ``thread_plan`` (the flags, OMP_NUM_THREADS, Slurm's CPUs, or the cores this
-process may use, split among a machine's ranks). The rollout's batch in slices, a form the scripts no longer use, has
-its own count: ``benchmark/lab/sliced.py``'s ``inference_slices``."""
+process may use, split among a machine's ranks)."""
 
 from __future__ import annotations
 
