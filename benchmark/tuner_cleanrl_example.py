@@ -11,7 +11,10 @@ tuner = Tuner(
     metric_last_n_average_window=50,
     direction="maximize",
     aggregation_type="average",
-    target_scores={"CartPole-v1": [0, 500], "Acrobot-v1": [-500, 0]},
+    target_scores={
+        "CartPole-v1": [0, 500],
+        "Acrobot-v1": [-500, 0],
+    },
     params_fn=lambda trial: {
         "learning-rate": trial.suggest_float("learning-rate", 0.0003, 0.003, log=True),
         "num-minibatches": trial.suggest_categorical("num-minibatches", [1, 2, 4]),
@@ -25,4 +28,7 @@ tuner = Tuner(
     pruner=optuna.pruners.MedianPruner(n_startup_trials=5),
     sampler=optuna.samplers.TPESampler(),
 )
-tuner.tune(num_trials=100, num_seeds=3)
+tuner.tune(
+    num_trials=100,
+    num_seeds=3,
+)
