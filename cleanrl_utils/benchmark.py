@@ -32,7 +32,7 @@ from cleanrl_utils.cpu import usable_cores
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import is_python
 from cleanrl_utils.launch.processes import stop_process_groups
-from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, make_dir, sweep_run_of
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, make_dir, print_table, sweep_run_of
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.validation import check_name, fail
 
@@ -278,11 +278,7 @@ def print_summary(runs: list[Run]) -> None:
         )
         for r in runs
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for i, row in enumerate([header, *rows]):
-        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
-        if i == 0:
-            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print_table(header, rows)
 
 
 def run_local(args: Args) -> int:

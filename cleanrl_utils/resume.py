@@ -350,9 +350,10 @@ class StopSignals:
 
 @contextlib.contextmanager
 def interrupts_ignored() -> Iterator[None]:
-    """Processes started inside (async env workers) ignore the terminal's Ctrl-C: this process stops them."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Processes started inside (async env workers) never see the terminal's Ctrl-C: this process stops them. SIGINT
+    is blocked, not ignored: children keep the block, and a Ctrl-C meanwhile reaches this process once it ends."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -35,7 +35,7 @@ import tyro
 
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.processes import own_group, stop_process_groups
-from cleanrl_utils.launch.runs import check_script_flags, flag_value, make_dir
+from cleanrl_utils.launch.runs import check_script_flags, flag_value, make_dir, print_table
 from cleanrl_utils.run_events import EventFollower
 from cleanrl_utils.validation import check_env_id, check_name, fail
 
@@ -308,7 +308,8 @@ class Tuner:
             for t in trials:
                 owner = t.user_attrs.get("owner", "")
                 if t.state == TrialState.RUNNING and owner.split(":")[0] == host and not pid_alive(owner):
-                    optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
+                    if t.params:  # it had started its runs (a trial stopped before its params has nothing to resume)
+                        optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
                     study.tell(t.number, state=TrialState.FAIL)
             trials = study.get_trials(deepcopy=False)
             successors = {t.user_attrs.get("resumes") for t in trials}
@@ -617,7 +618,7 @@ class Tuner:
                 signal.signal(s, signal.SIG_IGN)
             say(f"interrupted: stopping {len(active)} running trial(s) at their checkpoints")
             self.interrupt(study, active)
-            print_table(study)
+            print_trials(study)
             print(
                 f"error: interrupted; run the same command again to continue the study {self.study_name}",
                 file=sys.stderr,
@@ -626,7 +627,7 @@ class Tuner:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        print_table(study)
+        print_trials(study)
         print_best(study, self.env_ids, num_seeds)
         return study
 
@@ -639,7 +640,8 @@ class Tuner:
         for item in active:
             seconds = item.earlier_s + time.monotonic() - item.started
             item.trial.set_user_attr("wall_time_s", round(seconds, 1))
-            item.trial.set_user_attr("interrupted", True)
+            if item.trial.params:  # a trial stopped before its params has no runs to resume: a fresh one replaces it
+                item.trial.set_user_attr("interrupted", True)
             study.tell(item.trial, state=optuna.trial.TrialState.FAIL)
             say(f"trial {item.trial.number} INTERRUPTED after {seconds:.1f}s (continues on the next start)")
         active.clear()
@@ -723,7 +725,7 @@ def state_text(trial) -> str:
     return trial.state.name
 
 
-def print_table(study) -> None:
+def print_trials(study) -> None:
     """Every trial: number, state, score (a pruned trial's last report), wall time, parameters."""
     trials = study.get_trials(deepcopy=False)
     names = sorted({k for t in trials for k in t.params})
@@ -738,11 +740,7 @@ def print_table(study) -> None:
         ]
         for t in trials
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for i, row in enumerate([header, *rows]):
-        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
-        if i == 0:
-            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    print_table(header, rows)
 
 
 def fmt_param(value) -> str:

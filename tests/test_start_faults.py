@@ -15,7 +15,7 @@ TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64", "--no
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["cleanrl/ppo_atari.py", "cleanrl/ppo.py"])
-@pytest.mark.parametrize("delay", [0.3, 1.0, 2.5])
+@pytest.mark.parametrize("delay", [0.5, 2.5])
 def test_ctrl_c_at_any_moment_of_start_up_is_a_one_line_stop(tmp_path, script, delay):
     """SIGINT while torch, the emulator or the envs load: a short message and a non-zero exit, never a traceback (a
     signal that lands once the run's own handling is in place is its usual checkpointed stop, also without one)."""

@@ -131,3 +131,12 @@ def check_script_flags(script: str, flags: Sequence[str]) -> bool:
                 f"{os.path.basename(script)} is {'not ' * ('atari' not in os.path.basename(script))}for Atari games"
             )
     return True
+
+
+def print_table(header, rows) -> None:
+    """A Markdown table of strings, its columns padded to their widest cell (the runner's and the tuner's summaries)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for i, row in enumerate([header, *rows]):
+        print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
+        if i == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
