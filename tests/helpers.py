@@ -187,3 +187,22 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], fragment: st
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert fragment in lines[0], lines[0]
+
+
+def processes_working_in(folder: str | os.PathLike[str]) -> list[str]:
+    """The command lines of the processes, other than this one, whose working directory is `folder` or below it: the
+    runs a test started there and left behind. (A name such as a run's folder name is not enough: tests running
+    beside this one start runs of the same name in folders of their own.)"""
+    root = Path(folder).resolve()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cwd = (proc / "cwd").resolve(strict=True)
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if command and (cwd == root or root in cwd.parents):
+            found.append(f"{proc.name}: {command}")
+    return found

@@ -14,6 +14,7 @@ import hashlib
 import http.server
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -128,6 +129,12 @@ def trained_run(tmp_path_factory) -> Path:
     return run_dir
 
 
+def own_copy(run_dir: Path, tmp_path: Path) -> Path:
+    """A test's own copy of the trained run: a push writes its folder into the run, and a test beside it in the same
+    worker may have written one there already."""
+    return Path(shutil.copytree(run_dir, tmp_path / "runs" / run_dir.name))
+
+
 # ---------------------------------------------------------------- videos
 
 
@@ -209,6 +216,8 @@ def test_dry_run_writes_the_folder_whose_card_and_model_read_back(trained_run, t
 
     from cleanrl_utils.evals.ppo_eval import evaluate
 
+    trained_run = own_copy(trained_run, tmp_path)
+
     res = run(
         [
             "-m",
@@ -263,6 +272,7 @@ def test_dry_run_writes_the_folder_whose_card_and_model_read_back(trained_run, t
 
 @pytest.mark.slow
 def test_an_unreachable_hub_keeps_the_folder_and_says_how_to_push_it_later(trained_run, tmp_path):
+    trained_run = own_copy(trained_run, tmp_path)
     push = [
         "-m",
         "cleanrl_utils.huggingface",

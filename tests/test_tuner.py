@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, processes_working_in
 
 optuna = pytest.importorskip("optuna")
 
@@ -196,8 +196,7 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
     assert resumed >= 1
     keys = {t.user_attrs["run_key"] for t in counted(study)}
     assert {d.name.split("__")[0] for d in runs.iterdir()} == keys  # no run folder orphaned
-    left = subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True).stdout
-    assert left == "" or all(p == "" for p in left.splitlines()), left
+    assert processes_working_in(root) == []
 
     assert re.search(r"^\| trial \| state +\| score", res.stdout, re.MULTILINE), res.stdout
     best = study.best_trial
@@ -249,8 +248,7 @@ def test_a_bad_trial_is_pruned_while_it_runs_and_a_crashed_one_fails(tmp_path, m
     assert last <= 8192, pruned.intermediate_values
     run_dir = tmp_path / "studies" / "prune" / "runs" / "trial0003__CartPole-v1__1"
     assert follow(run_dir).last_step < total // 2 and run_dir.exists()
-    left = subprocess.run(["pgrep", "-f", "trial0003__CartPole-v1"], capture_output=True, text=True).stdout
-    assert left.strip() == "", left
+    assert processes_working_in(tmp_path) == []
 
 
 # ---------------------------------------------------------------------------------------------- shared studies
