@@ -154,22 +154,25 @@ def test_cuda_flag_falls_back_to_cpu_with_a_note(monkeypatch, capsys):
 
 # ---------------------------------------------------------------- OpenMP thread policy of the entry points
 
-# Runs an entry point with --help, recording OMP_WAIT_POLICY at the moment torch is first imported.
+# Runs an entry point with --help and prints OMP_WAIT_POLICY at the moment torch is first imported, then ends there
+# (what follows cannot change it: torch's OpenMP reads it as it loads); "no-torch" if the program never imports it.
 WATCH = """
-import atexit, importlib.abc, os, runpy, sys
-seen = []
+import importlib.abc, os, runpy, sys
 class Watch(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "torch" and not seen:
-            seen.append(os.environ.get("OMP_WAIT_POLICY", "unset"))
+        if name == "torch":
+            print("@@policy", os.environ.get("OMP_WAIT_POLICY", "unset"), flush=True)
+            os._exit(0)
 sys.meta_path.insert(0, Watch())
-atexit.register(lambda: print("@@policy", seen[0] if seen else "no-torch"))
 how, what = sys.argv[1:3]
 sys.argv = [what, "--help"]
-if how == "-m":
-    runpy.run_module(what, run_name="__main__", alter_sys=True)
-else:
-    runpy.run_path(what, run_name="__main__")
+try:
+    if how == "-m":
+        runpy.run_module(what, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(what, run_name="__main__")
+finally:  # (--help ends in SystemExit)
+    print("@@policy no-torch")
 """
 
 

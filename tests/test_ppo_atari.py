@@ -355,7 +355,8 @@ def test_more_threads_than_the_cores_are_capped_with_a_note(tmp_path, script):
 def test_the_rounding_note_is_silent_on_the_defaults_and_on_a_resume(tmp_path, script):
     """CleanRL's defaults (10M steps, batch 1024: 0.006% left out) get no note; nor does a resume, even to a total
     whose remainder a new run would note (3500 with batch 1024)."""
-    common = [script, "--runs-dir", str(tmp_path / "runs"), "--run-name", "defaults"]
+    # the defaults' batch (the note's subject); one epoch of the update (its work is not)
+    common = [script, "--runs-dir", str(tmp_path / "runs"), "--run-name", "defaults", "--update-epochs", "1"]
     code, output = stop_after(
         common + ["--checkpoint-interval", "1"], tmp_path, tmp_path / "run.log", "checkpoint: iteration 1,", env=FAST
     )
