@@ -39,10 +39,22 @@ def pytest_xdist_auto_num_workers(config):
     return min(cpus + 1, 5)
 
 
+def module_fixtures(item) -> bool:
+    """Whether `item` uses a module-scoped fixture (its runs are made once per worker that runs such a test)."""
+    defs = getattr(item, "_fixtureinfo", None)
+    return bool(defs) and any(d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     for item in items:  # run in parallel (pytest-xdist), the Slurm tests still share one worker and one cluster
         if item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif module_fixtures(item):  # the tests of a module's shared runs on one worker: the runs are made once
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # the long tests first (stable: pytest's order otherwise), so that the short ones fill the workers at the end
+    # instead of a long one running on alone
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
