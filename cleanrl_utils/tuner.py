@@ -307,7 +307,10 @@ class Tuner:
             host = socket.gethostname()
             for t in trials:
                 owner = t.user_attrs.get("owner", "")
-                if t.state == TrialState.RUNNING and owner.split(":")[0] == host and not pid_alive(owner):
+                # no owner: a tuner stopped between taking the trial and naming itself (both happen under this lock)
+                if t.state == TrialState.RUNNING and (
+                    not owner or owner.split(":")[0] == host and not pid_alive(owner)
+                ):
                     if t.params:  # it had started its runs (a trial stopped before its params has nothing to resume)
                         optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
                     study.tell(t.number, state=TrialState.FAIL)
@@ -578,23 +581,30 @@ class Tuner:
         every: dict[int, float] = {}
         failures_in_a_row = 0
 
+        # a stop that comes while a trial is taken from the storage and prepared waits until it is in `active`
+        # (a signal mask would not do: Python runs the handler in this thread whichever thread got the signal)
+        taking, stop_waits = [False], [False]
+
         def stop(signum, frame):
+            if taking[0]:
+                stop_waits[0] = True
+                return
             raise KeyboardInterrupt
 
         previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             while True:
                 while len(active) < self.workers:
-                    # no stop between the storage's update and the trial's start (the runs must not inherit the
-                    # blocked signals: a run is started after the unblock, and a stop while it starts stops it)
-                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+                    taking[0] = True
                     try:
                         trial = self.next_trial(study, num_trials)
                         if trial is not None:
                             every[trial.number] = self.report_every or self.default_report_every(trial)
                             active.append(self.prepare_trial(trial, num_seeds))
                     finally:
-                        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+                        taking[0] = False
+                    if stop_waits[0]:
+                        raise KeyboardInterrupt
                     if trial is None:
                         break
                     self.start_runs(active[-1])

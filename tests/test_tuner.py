@@ -212,6 +212,27 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
 
 
 @pytest.mark.slow
+def test_a_trial_taken_by_a_tuner_that_stopped_before_naming_itself_is_not_waited_for(tmp_path, monkeypatch):
+    """A trial left RUNNING with no owner (its tuner stopped between taking it from the storage and naming itself in
+    it) is failed by the next tuner, which then runs the study to its count instead of waiting for it."""
+    import optuna
+
+    monkeypatch.chdir(tmp_path)
+    params = {"total-timesteps": 2048, "num-envs": 2, "num-steps": 64}
+    tuner = Tuner(
+        script=PPO,
+        metric="charts/episodic_return",
+        target_scores={"CartPole-v1": [0, 500]},
+        params_fn=lambda trial: params,
+        study_name="orphan",
+    )
+    orphan = tuner.open_study(num_seeds=1).ask()  # RUNNING, no owner, no params
+    study = tuner.tune(num_trials=1, num_seeds=1)
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states == {orphan.number: optuna.trial.TrialState.FAIL, orphan.number + 1: optuna.trial.TrialState.COMPLETE}
+
+
+@pytest.mark.slow
 def test_a_bad_trial_is_pruned_while_it_runs_and_a_crashed_one_fails(tmp_path, monkeypatch):
     """Trial 0 crashes at its start (a batch its minibatches do not divide): FAIL with its log's last lines, and the
     study goes on; trials 1-2 learn; trial 3 (learning rate 1e-7) is pruned by the median rule well before its last
