@@ -6,8 +6,6 @@ import ctypes.util
 import os
 import platform
 
-import torch
-
 
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -40,6 +38,8 @@ def keep_freed_memory(limit: int = 1 << 30) -> bool:
 
 def setup_cpu(args, num_envs: int, local_ranks: int = 1, notes: bool = True):
     """`thread_plan` for the script's --env-threads/--torch-threads, torch's threads set, freed memory kept."""
+    import torch  # here: the launchers take this module's thread rule without loading torch (a second of CPU)
+
     cores, env, threads, source = thread_plan(args.env_threads, args.torch_threads, num_envs, local_ranks, 0, notes)
     torch.set_num_threads(threads), keep_freed_memory()
     return cores, env, threads, "--torch-threads" if args.torch_threads else source

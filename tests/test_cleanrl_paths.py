@@ -63,3 +63,12 @@ def test_benchmark_and_plot_run_as_modules(tmp_path):
     res = run_script(["-m", "cleanrl_utils.benchmark", *argv], cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "runs" / "CartPole-v1__ppo__1" / "checkpoint.pt").exists()
+
+
+def test_the_launchers_start_without_loading_torch():
+    """The tools that only start, sweep or plot runs do not load torch (a second and more of CPU per start, paid by
+    every job of a sweep and every `--help`)."""
+    tools = ["cleanrl_utils.benchmark", "cleanrl_utils.submit_exp", "cleanrl_utils.tuner", "cleanrl_utils.plot"]
+    code = f"import sys; import {', '.join(tools)}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout[-2000:] + result.stderr[-2000:]
