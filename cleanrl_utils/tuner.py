@@ -581,33 +581,25 @@ class Tuner:
         every: dict[int, float] = {}
         failures_in_a_row = 0
 
-        # a stop that comes while a trial is taken from the storage and prepared waits until it is in `active`
-        # (a signal mask would not do: Python runs the handler in this thread whichever thread got the signal)
-        taking, stop_waits = [False], [False]
+        # a stop (SIGTERM, Ctrl-C) is acted on between the loop's steps, never inside one: a trial half taken from
+        # the storage or a run half started would be lost to the next tuner (Python runs the handler in this thread)
+        stop_requested: list[int] = []
 
         def stop(signum, frame):
-            if taking[0]:
-                stop_waits[0] = True
-                return
-            raise KeyboardInterrupt
+            stop_requested.append(signum)
 
         previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             while True:
-                while len(active) < self.workers:
-                    taking[0] = True
-                    try:
-                        trial = self.next_trial(study, num_trials)
-                        if trial is not None:
-                            every[trial.number] = self.report_every or self.default_report_every(trial)
-                            active.append(self.prepare_trial(trial, num_seeds))
-                    finally:
-                        taking[0] = False
-                    if stop_waits[0]:
-                        raise KeyboardInterrupt
+                while len(active) < self.workers and not stop_requested:
+                    trial = self.next_trial(study, num_trials)
                     if trial is None:
                         break
+                    every[trial.number] = self.report_every or self.default_report_every(trial)
+                    active.append(self.prepare_trial(trial, num_seeds))
                     self.start_runs(active[-1])
+                if stop_requested:
+                    raise KeyboardInterrupt
                 if not active:
                     elsewhere = [t.number for t in study.get_trials(deepcopy=False) if t.state.name == "RUNNING"]
                     if elsewhere:

@@ -239,6 +239,44 @@ def test_a_trial_taken_by_a_tuner_that_stopped_before_naming_itself_is_not_waite
 
 
 @pytest.mark.slow
+def test_a_stop_that_comes_while_a_trial_starts_its_runs_stops_them_all(tmp_path, monkeypatch):
+    """SIGTERM reaching the tuner just after the first of a trial's runs has started is acted on once all its runs
+    are started and recorded: every run is stopped (none left behind to hold its folder), and the same study run
+    again continues the trial on its folders and counts it."""
+    import cleanrl_utils.tuner as tuner_module
+
+    monkeypatch.chdir(tmp_path)
+    tuner = Tuner(
+        script=PPO,
+        metric="charts/episodic_return",
+        target_scores={"CartPole-v1": [0, 500]},
+        params_fn=lambda trial: {**TINY, "learning-rate": trial.suggest_categorical("learning-rate", [2.5e-4])},
+        study_name="stopped",
+    )
+    real_popen, sent = subprocess.Popen, []
+
+    def popen_then_stop(*args, **kwargs):
+        process = real_popen(*args, **kwargs)
+        if not sent:
+            sent.append(process)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return process
+
+    monkeypatch.setattr(tuner_module.subprocess, "Popen", popen_then_stop)
+    with pytest.raises(SystemExit) as stopped:
+        tuner.tune(num_trials=1, num_seeds=2)
+    assert stopped.value.code == 130 and sent
+    assert processes_working_in(tmp_path) == []
+    monkeypatch.setattr(tuner_module.subprocess, "Popen", real_popen)
+    study = tuner.tune(num_trials=1, num_seeds=2)
+    (first, second) = study.get_trials()
+    assert first.user_attrs.get("interrupted") and second.user_attrs["resumes"] == first.number
+    assert second.state.name == "COMPLETE"
+    folders = sorted(d.name for d in (tmp_path / "studies" / "stopped" / "runs").iterdir())
+    assert folders == [f"trial0000__CartPole-v1__{seed}" for seed in (1, 2)], folders
+
+
+@pytest.mark.slow
 def test_a_bad_trial_is_pruned_while_it_runs_and_a_crashed_one_fails(tmp_path, monkeypatch):
     """Trial 0 crashes at its start (a batch its minibatches do not divide): FAIL with its log's last lines, and the
     study goes on; trials 1-2 learn; trial 3 (learning rate 1e-7) is pruned by the median rule well before its last
