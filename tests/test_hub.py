@@ -120,19 +120,37 @@ def fill_hub_cache(hf_home: Path, repo_id: str, files: dict[str, Path]) -> None:
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory) -> Path:
-    """A short Breakout training run with --save-model: its run folder."""
+def uploaded_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """A short Breakout training run with --upload-model --hf-entity me, its push sent to a closed port: its output
+    and its run folder. The run is also the trained model of the push tests (--upload-model implies --save-model,
+    which the upload test checks): one training run instead of two."""
     where = tmp_path_factory.mktemp("train")
-    res = run(["cleanrl/ppo_atari.py", *TINY_RUN, "--save-model"], where, where / "hf")
-    assert res.returncode == 0, res.stderr[-2000:]
+    res = run(
+        ["cleanrl/ppo_atari.py", *TINY_RUN, "--upload-model", "--hf-entity", "me"],
+        where,
+        where / "hf",
+        HF_ENDPOINT=f"http://127.0.0.1:{closed_port()}",
+        HF_TOKEN="hf_test",
+    )
     (run_dir,) = (where / "runs").iterdir()
+    return res, run_dir
+
+
+@pytest.fixture(scope="module")
+def trained_run(uploaded_run) -> Path:
+    """The run folder of a short Breakout training run that saved its model."""
+    res, run_dir = uploaded_run
+    assert (run_dir / "ppo_atari.cleanrl_model").exists() and (run_dir / "checkpoint.pt").exists(), res.stderr[-2000:]
     return run_dir
 
 
 def own_copy(run_dir: Path, tmp_path: Path) -> Path:
-    """A test's own copy of the trained run: a push writes its folder into the run, and a test beside it in the same
-    worker may have written one there already."""
-    return Path(shutil.copytree(run_dir, tmp_path / "runs" / run_dir.name))
+    """A test's own copy of the trained run as training left it: a push writes its folder into the run (the upload
+    at the run's end wrote one, for another repository), and a test beside it in the same worker may have written
+    one there already."""
+    copy = Path(shutil.copytree(run_dir, tmp_path / "runs" / run_dir.name))
+    shutil.rmtree(copy / "huggingface", ignore_errors=True)
+    return copy
 
 
 # ---------------------------------------------------------------- videos
@@ -263,8 +281,11 @@ def test_dry_run_writes_the_folder_whose_card_and_model_read_back(trained_run, t
     settings = torch.load(trained_run / "checkpoint.pt", weights_only=True)["settings"]
     args = tyro.cli(load_script("cleanrl/ppo_atari.py", "ppo_atari_card").Args, args=command[2:])
     computed = {"batch_size", "minibatch_size", "num_iterations", "run_name", "runs_dir", "resume"}
-    assert {k: v for k, v in vars(args).items() if k not in computed} == {
-        k: v for k, v in settings.items() if k not in computed
+    # but for the upload (the run was made with --upload-model --hf-entity me): training again pushes nothing
+    upload = {"upload_model", "hf_entity"}
+    assert (args.upload_model, args.hf_entity) == (False, "") and settings["upload_model"] and settings["hf_entity"]
+    assert {k: v for k, v in vars(args).items() if k not in computed | upload} == {
+        k: v for k, v in settings.items() if k not in computed | upload
     }
     assert "--hf-repository me/breakout" in card.text and "pip install -e '.[hub]'" in card.text
     assert evaluate(str(folder / "ppo_atari.cleanrl_model"), eval_episodes=1, seed=2)  # the folder's model plays
@@ -322,16 +343,8 @@ def test_push_without_a_token_or_with_a_bad_repo_id_is_one_line_before_any_game(
 
 
 @pytest.mark.slow
-def test_upload_model_saves_the_model_and_pushes_at_the_end_in_a_process_of_its_own(tmp_path):
-    port = closed_port()
-    res = run(
-        ["cleanrl/ppo_atari.py", *TINY_RUN, "--upload-model", "--hf-entity", "me"],
-        tmp_path,
-        tmp_path / "hf",
-        HF_ENDPOINT=f"http://127.0.0.1:{port}",
-        HF_TOKEN="hf_test",
-    )
-    (run_dir,) = (tmp_path / "runs").iterdir()
+def test_upload_model_saves_the_model_and_pushes_at_the_end_in_a_process_of_its_own(uploaded_run):
+    res, run_dir = uploaded_run
     assert (run_dir / "ppo_atari.cleanrl_model").exists() and "model saved to" in res.stdout  # implied --save-model
     assert res.stdout.index("model saved to") < res.stdout.index("eval episode 1 of 10")  # the push came after
     line = error_line(res)  # the push's error, and the run ends with its status

@@ -3,7 +3,9 @@ fake Batch endpoint), the missing-credentials path, secrets, local simulated nod
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import os
 import re
@@ -19,7 +21,9 @@ import botocore.session
 import botocore.validate
 import psutil
 import pytest
+import tyro
 
+from cleanrl_utils import submit_exp
 from helpers import REPO_ROOT, read_scalars, start_script, wait_for
 
 SUBMIT = "cleanrl_utils/submit_exp.py"
@@ -55,6 +59,34 @@ def run_submit(args: list[str], cwd: Path, env: dict[str, str] | None = None, ti
     env["PYTHONPATH"] = str(REPO_ROOT)  # the training scripts import cleanrl_utils
     cmd = [sys.executable, str(REPO_ROOT / SUBMIT), *args]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def submit_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """submit_exp.py's `__main__` block (`main(tyro.cli(Args))`) run in this process with `args` as its argv, in `cwd`,
+    its exit and output as the process's: a message of `SystemExit` goes to stderr with status 1. For the paths that
+    check a command's flags: the training script they import loads torch once here, not once per case (~2 s each).
+    The imported scripts' process-wide settings (OMP_WAIT_POLICY, the Ctrl-C handler) are put back afterwards."""
+    out, err = io.StringIO(), io.StringIO()
+    argv, here, sigint = sys.argv, os.getcwd(), signal.getsignal(signal.SIGINT)
+    environ = dict(os.environ)
+    code = 0
+    try:
+        sys.argv = [str(REPO_ROOT / SUBMIT), *args]
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                submit_exp.main(tyro.cli(submit_exp.Args))
+            except SystemExit as exc:
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+                code = 1 if isinstance(exc.code, str) else exc.code or 0
+    finally:
+        sys.argv = argv
+        os.chdir(here)
+        signal.signal(signal.SIGINT, sigint)
+        os.environ.clear()
+        os.environ.update(environ)
+    return subprocess.CompletedProcess(sys.argv, code, out.getvalue(), err.getvalue())
 
 
 def one_error_line(res) -> str:
@@ -328,7 +360,7 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
     ],
 )
 def test_bad_input_gives_one_line_error(tmp_path, args, message):
-    assert message in one_error_line(run_submit([*args, "--dry-run"], tmp_path))
+    assert message in one_error_line(submit_here([*args, "--dry-run"], tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -349,7 +381,7 @@ def test_names_are_one_folder_name_before_anything_is_submitted(tmp_path, comman
 
 
 def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
-    res = run_submit(
+    res = submit_here(
         [
             "--command",
             "python cleanrl/ppo_atari.py --exp-name=wide --env-id=PongNoFrameskip-v4",
@@ -377,19 +409,19 @@ def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
 def test_a_flag_that_does_not_parse_is_said_in_the_scripts_words(tmp_path, flags, message):
     """The script's own line or tyro's text without its frame, and the script's --help, not this tool's."""
     for command in (f"python cleanrl/ppo_atari.py {flags}", f"python -m cleanrl.ppo_atari {flags}"):
-        line = one_error_line(run_submit(["--command", command, "--dry-run"], tmp_path))
+        line = one_error_line(submit_here(["--command", command, "--dry-run"], tmp_path))
         assert message in line and line.endswith("; see `python cleanrl/ppo_atari.py --help`"), line
         assert "For full helptext" not in line and "submit_exp" not in line and "---" not in line, line
 
 
 def test_a_script_not_found_here_is_submitted_with_a_note_that_its_flags_are_unchecked(tmp_path):
-    res = run_submit(["--command", "python /opt/image/train.py --env-id Pong", "--dry-run"], tmp_path)
+    res = submit_here(["--command", "python /opt/image/train.py --env-id Pong", "--dry-run"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert (
         "note: /opt/image/train.py is not a training script of this project found here: its flags are checked "
         "only when the job runs it"
     ) in res.stderr.splitlines()
-    checked = run_submit(
+    checked = submit_here(
         ["--command", "python cleanrl/ppo_atari.py --env-id PongNoFrameskip-v4", "--dry-run"], tmp_path
     )
     assert checked.returncode == 0 and "not a training script" not in checked.stderr, checked.stderr
@@ -433,34 +465,11 @@ def assert_two_rank_runs(runs_dir: Path, seeds: tuple[int, ...], output: str) ->
 
 @pytest.mark.torchrun
 @pytest.mark.slow
-def test_local_provider_runs_two_simulated_nodes(tmp_path):
-    runs = tmp_path / "runs"
-    res = run_submit(
-        [
-            "--provider",
-            "local",
-            "--num-nodes",
-            "2",
-            "--instance-type",
-            "c5.12xlarge",
-            "--command",
-            f"{TINY_MULTIGPU} --runs-dir {runs}",
-        ],
-        tmp_path,
-        env=with_fault_handler(),
-        timeout=300,
-    )
-    assert res.returncode == 0, why_it_failed(res.stdout + res.stderr)
-    assert "seed 1: node exit codes [0, 0]" in res.stdout
-    assert "[seed 1 node 0]" in res.stdout and "[seed 1 node 1]" in res.stdout
-    assert_two_rank_runs(runs, (1,), res.stdout)
-
-
-@pytest.mark.torchrun
-@pytest.mark.slow
-def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
-    """SIGKILL of one node's launcher mid-run: the run fails, is retried (a signal is not the script's own error),
-    resumes from its last checkpoint in the same run folder and ends at the step an uninterrupted run ends at."""
+def test_local_provider_runs_two_simulated_nodes_and_retries_a_killed_one(tmp_path):
+    """Two simulated nodes of a multi-node job, each a torchrun launcher with its output prefixed, train one run
+    together (one logging rank, the 2-rank batch per update). SIGKILL of one node's launcher mid-run: the run fails,
+    is retried (a signal is not the script's own error), resumes from its last checkpoint in the same run folder and
+    ends at the step an uninterrupted run ends at, both nodes exiting 0."""
     runs, log, iterations = tmp_path / "runs", tmp_path / "submit.log", 12
     command = TINY_MULTIGPU.replace("--total-timesteps 64", f"--total-timesteps {iterations * 64}")
     proc = start_script(
@@ -470,6 +479,8 @@ def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
             "local",
             "--num-nodes",
             "2",
+            "--instance-type",
+            "c5.12xlarge",
             "--num-retries",
             "1",
             "--command",
@@ -494,6 +505,7 @@ def test_local_provider_retries_a_killed_node_and_the_run_resumes(tmp_path):
     resumed = re.search(r"resuming from iteration (\d+) \(global step (\d+)\)", output)
     assert resumed and 2 <= int(resumed[1]) < iterations, output[-4000:]
     assert output.rstrip().splitlines()[-1] == "seed 1: node exit codes [0, 0]"
+    assert "[seed 1 node 0]" in output and "[seed 1 node 1]" in output
     run_dir = runs / "BreakoutNoFrameskip-v4__ppo_atari_multigpu__1"
     assert [p.name for p in runs.iterdir()] == [run_dir.name]
     assert [step for step, _ in read_scalars(run_dir, "losses/value_loss")] == [

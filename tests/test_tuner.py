@@ -24,7 +24,7 @@ from cleanrl_utils.run_events import EventFollower  # noqa: E402
 from cleanrl_utils.tuner import Tuner  # noqa: E402
 
 PPO = str(REPO_ROOT / "cleanrl" / "ppo.py")
-TINY = {"total-timesteps": 2048, "num-envs": 2, "num-steps": 32}
+TINY = {"total-timesteps": 512, "num-envs": 2, "num-steps": 32}
 
 
 def tuner_env() -> dict[str, str]:
@@ -215,27 +215,6 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
 
 
 # ---------------------------------------------------------------------------------------------- pruned and crashed
-
-
-@pytest.mark.slow
-def test_a_trial_taken_by_a_tuner_that_stopped_before_naming_itself_is_not_waited_for(tmp_path, monkeypatch):
-    """A trial left RUNNING with no owner (its tuner stopped between taking it from the storage and naming itself in
-    it) is failed by the next tuner, which then runs the study to its count instead of waiting for it."""
-    import optuna
-
-    monkeypatch.chdir(tmp_path)
-    params = {"total-timesteps": 2048, "num-envs": 2, "num-steps": 64}
-    tuner = Tuner(
-        script=PPO,
-        metric="charts/episodic_return",
-        target_scores={"CartPole-v1": [0, 500]},
-        params_fn=lambda trial: params,
-        study_name="orphan",
-    )
-    orphan = tuner.open_study(num_seeds=1).ask()  # RUNNING, no owner, no params
-    study = tuner.tune(num_trials=1, num_seeds=1)
-    states = {t.number: t.state for t in study.get_trials()}
-    assert states == {orphan.number: optuna.trial.TrialState.FAIL, orphan.number + 1: optuna.trial.TrialState.COMPLETE}
 
 
 @pytest.mark.slow
@@ -446,9 +425,11 @@ def test_help_names_the_options():
 
 
 @pytest.mark.slow
-def test_time_auc_stops_each_run_at_its_time_budget(tmp_path, monkeypatch):
+def test_time_auc_stops_each_run_at_its_time_budget_and_an_ownerless_trial_is_not_waited_for(tmp_path, monkeypatch):
     """objective time_auc: each run is stopped (at a checkpoint) once it has run for the budget, and the trial's
-    value is the mean normalised score over the budget, between 0 and the final score."""
+    value is the mean normalised score over the budget, between 0 and the final score.
+    The study also holds a trial left RUNNING with no owner (its tuner stopped between taking it from the storage and
+    naming itself in it): the tuner fails it and runs the study to its count instead of waiting for it."""
     monkeypatch.chdir(tmp_path)
     budget = 15.0
     tuner = Tuner(
@@ -461,10 +442,12 @@ def test_time_auc_stops_each_run_at_its_time_budget(tmp_path, monkeypatch):
         time_budget=budget,
         study_name="auc",
     )
+    orphan = tuner.open_study(num_seeds=1).ask()  # RUNNING, no owner, no params
     study = tuner.tune(num_trials=1, num_seeds=1)
-    (trial,) = study.get_trials()
-    assert trial.state.name == "COMPLETE", trial.user_attrs
-    run_dir = tmp_path / "studies" / "auc" / "runs" / "trial0000__CartPole-v1__1"
+    orphaned, trial = study.get_trials()
+    assert (orphaned.number, orphaned.state.name) == (orphan.number, "FAIL")
+    assert (trial.number, trial.state.name) == (orphan.number + 1, "COMPLETE"), trial.user_attrs
+    run_dir = tmp_path / "studies" / "auc" / "runs" / f"trial{trial.number:04d}__CartPole-v1__1"
     assert "stopping at the end of this iteration" in (run_dir / "tuner.log").read_text()
     follower = follow(run_dir)
     assert 0 < trial.value <= max(follower.values) / 500 and follower.last_step < 10_000_000
