@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import torch
-
 from cleanrl_utils.cpu import thread_plan, usable_cores  # noqa: F401 (usable_cores: for the lab)
 
 
@@ -38,5 +36,7 @@ def plan_threads(
 
 def use_threads(n: int) -> None:
     """Set torch's intra-op threads (cheap: about a microsecond, so a measurement can change them between forms)."""
+    import torch  # here: the lab's launchers (learning runs, --help) need not load it
+
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
