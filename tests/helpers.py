@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import json
 import os
 import pty
 import select
@@ -11,6 +12,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import time
 from pathlib import Path
@@ -206,3 +208,78 @@ def processes_working_in(folder: str | os.PathLike[str]) -> list[str]:
         if command and (cwd == root or root in cwd.parents):
             found.append(f"{proc.name}: {command}")
     return found
+
+
+# `python SCRIPT ARGS...` for each job, each in a process of its own, forked from one that imported the libraries
+# first: what a fresh process pays for `import torch` (and more) is paid once. The child becomes the script's process
+# as the interpreter would start it (its folder first on sys.path, then the job's PYTHONPATH entries; output in
+# files; its SystemExit or traceback handled by the interpreter on the way out). The forks share the parent's
+# random state, so a test of repeatability across processes must not use this.
+FORKED = """
+import gc, json, os, runpy, sys
+jobs, warm = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for module in warm:
+    __import__(module)
+gc.freeze()  # the children's garbage collection leaves the imported modules alone (no copy of their pages)
+job, codes = None, []
+for candidate in jobs:
+    pid = os.fork()
+    if pid == 0:
+        job = candidate
+        break
+    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+if job is None:
+    print(json.dumps(codes))
+else:
+    os.chdir(job["cwd"])
+    os.environ.update(job["env"])
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        file = os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(file, fd)
+        os.close(file)
+    script, *args = job["args"]
+    sys.path[0:1] = [os.path.dirname(script), *job["path"]]
+    sys.argv = [script, *args]
+    runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run_forked(
+    jobs: list[dict], warm: list[str], timeout: float, env: dict[str, str]
+) -> list[subprocess.CompletedProcess]:
+    """Run each job {"args": [script, *arguments], "cwd": folder, "env": {...}, "path": [PYTHONPATH entries]} as
+    `python SCRIPT ARGUMENTS` would run in its folder (see FORKED), one after the other, in processes forked from one
+    that imported the modules `warm`; `env` is the environment of them all. Returns each one's exit status and output.
+    """
+    with tempfile.TemporaryDirectory() as outputs:
+        full = []
+        for i, job in enumerate(jobs):
+            script = str(REPO_ROOT / job["args"][0])
+            out = {"stdout": f"{outputs}/{i}.stdout", "stderr": f"{outputs}/{i}.stderr"}
+            full.append({"path": [], "env": {}, **job, "args": [script, *job["args"][1:]], **out})
+        # the scripts set this before torch loads; here torch loads in the launcher, so the launcher gets it
+        env = {"OMP_WAIT_POLICY": "PASSIVE", **env}
+        launcher = run_script(["-c", FORKED, json.dumps(full), json.dumps(warm)], REPO_ROOT, timeout, env)
+        assert launcher.returncode == 0, launcher.stderr[-3000:]
+        codes = json.loads(launcher.stdout.splitlines()[-1])
+        return [
+            subprocess.CompletedProcess(
+                job["args"], code, Path(job["stdout"]).read_text(), Path(job["stderr"]).read_text()
+            )
+            for job, code in zip(full, codes, strict=True)
+        ]
+
+
+# what ppo.py imports at its top, imported once for all the runs (see run_forked)
+PPO_IMPORTS = ["gymnasium", "numpy", "torch", "torch.optim", "tyro", "torch.utils.tensorboard"]
+# what the Atari scripts import at their top (and torch._dynamo, which their first optimizer step imports)
+ATARI_IMPORTS = [
+    "numpy",
+    "torch",
+    "torch.optim",
+    "torch._dynamo",
+    "tyro",
+    "gymnasium",
+    "ale_py",
+    "torch.utils.tensorboard",
+]

@@ -13,14 +13,15 @@ flags a lost life differently or serves differently changes the losses.
 from __future__ import annotations
 
 import pytest
-from helpers import LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_script
+from helpers import ATARI_IMPORTS, LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_forked
 
 from cleanrl_utils.vector_envs import envpool_available
 
 RUN = ["--num-envs", "4", "--num-steps", "128", "--total-timesteps", "1536", "--seed", "5"]
 RUN += ["--torch-threads", "1", "--env-threads", "1", "--no-progress-bar"]
 
-# ppo_atari.py as a user runs it, with every backend's no-op draw fixed to NOOP_MAX frames
+# ppo_atari.py as a user runs it, with every backend's no-op draw fixed to NOOP_MAX frames: `python launch.py
+# NOOP_MAX ARGS...` in the repository root
 LAUNCH = """
 import functools, runpy, sys
 import cleanrl_utils.vector_envs as v
@@ -28,27 +29,40 @@ v.make_atari_vector_env = functools.partial(v.make_atari_vector_env, noop_max=in
 sys.argv = ["cleanrl/ppo_atari.py", *sys.argv[2:]]
 runpy.run_path("cleanrl/ppo_atari.py", run_name="__main__")
 """
+TAGS = [*LOSS_TAGS, "charts/episodic_return"]
 
 
-def logged(backend: str, noop_max: int, workdir) -> dict[str, list[tuple[int, float]]]:
-    runs = workdir / backend
-    result = run_script(
-        ["-c", LAUNCH, str(noop_max), *RUN, "--vector-env", backend, "--runs-dir", str(runs)],
-        cwd=REPO_ROOT,
-        timeout=600,
-        env={"OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = find_run_dir(runs)
-    return {tag: read_scalars(run_dir, tag) for tag in [*LOSS_TAGS, "charts/episodic_return"]}
+CASES = [("ale", 0), ("envpool", 1)]  # (native backend, no-op frames at reset), each compared with the chain
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[tuple[str, int], dict[str, list[tuple[int, float]]]]:
+    """{(backend, no-op frames): {tag: its scalars}}: each case's native run and its chain run, made once, together,
+    in processes forked from one that imported torch first (run_forked); each run is seeded by the script."""
+    workdir = tmp_path_factory.mktemp("backends")
+    (workdir / "launch.py").write_text(LAUNCH)
+    wanted = [(b, noop) for native, noop in CASES for b in ("sync", native)]
+    wanted = [(b, noop) for b, noop in wanted if b != "envpool" or envpool_available()]  # (else: the test fails)
+    jobs = [
+        [str(workdir / "launch.py"), str(noop), *RUN, "--vector-env", b, "--runs-dir", str(workdir / f"{b}{noop}")]
+        for b, noop in wanted
+    ]
+    env = {"OMP_NUM_THREADS": "1"}
+    results = run_forked([{"args": job, "cwd": str(REPO_ROOT)} for job in jobs], ATARI_IMPORTS, 1200, env)
+    logged = {}
+    for (backend, noop), result in zip(wanted, results):
+        assert result.returncode == 0, result.stderr[-3000:]
+        run_dir = find_run_dir(workdir / f"{backend}{noop}")
+        logged[backend, noop] = {tag: read_scalars(run_dir, tag) for tag in TAGS}
+    return logged
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend, noop_max", [("ale", 0), ("envpool", 1)])
-def test_a_native_backend_trains_exactly_like_the_chain_with_the_no_op_draw_fixed(tmp_path, backend, noop_max):
+@pytest.mark.parametrize("backend, noop_max", CASES)
+def test_a_native_backend_trains_exactly_like_the_chain_with_the_no_op_draw_fixed(runs, backend, noop_max):
     if backend == "envpool" and not envpool_available():
         pytest.fail("envpool is part of the test extra: pip install -e '.[test]'")
-    chain, native = logged("sync", noop_max, tmp_path), logged(backend, noop_max, tmp_path)
+    chain, native = runs["sync", noop_max], runs[backend, noop_max]
     assert len(chain["losses/value_loss"]) == 3
     assert len(chain["charts/episodic_return"]) >= 2, "no game ended: the reset path was not compared"
     assert native == chain

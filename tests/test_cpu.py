@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from helpers import start_script, wait_for
+from helpers import start_script
 
 from cleanrl_utils.cpu import thread_plan
 from cleanrl_utils.benchmark import run_env
@@ -57,13 +57,22 @@ def test_two_runs_side_by_side_each_use_their_share(tmp_path, bare):
     for name, extra in (("a", env), ("b", env), ("alone", {})):
         args = [*run, "--no-progress-bar", "--run-name", name, "--runs-dir", str(tmp_path / "runs")]
         procs[name] = start_script(args, tmp_path, tmp_path / f"{name}.txt", env=extra)
+    counts = {}
     try:
-        for name, proc in procs.items():
-            wait_for(tmp_path / f"{name}.txt", "global_step=", proc, timeout=300)
-        time.sleep(2)
-        counts = {name: threads_of(proc.pid) for name, proc in procs.items()}
+        # each run's threads once it has trained an iteration, the run then held still (SIGSTOP: it makes no thread
+        # while it waits for the others, and takes no CPU from them)
+        deadline = time.monotonic() + 300
+        while len(counts) < len(procs) and time.monotonic() < deadline:
+            for name, proc in procs.items():
+                if name not in counts and "global_step=" in (tmp_path / f"{name}.txt").read_text(errors="replace"):
+                    proc.send_signal(signal.SIGSTOP)
+                    counts[name] = threads_of(proc.pid)
+                assert proc.poll() is None, (tmp_path / f"{name}.txt").read_text()[-3000:]
+            time.sleep(0.2)
+        assert len(counts) == len(procs), f"no iteration within 300 s: {sorted(set(procs) - set(counts))}"
     finally:
         for proc in procs.values():
+            proc.send_signal(signal.SIGCONT)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
     for name in ("a", "b"):

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_script
+from helpers import ATARI_IMPORTS, LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_forked
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fixed_seed_losses.json"
 RUN = ["--num-envs", "4", "--num-steps", "32", "--total-timesteps", "512", "--vector-env", "sync"]
@@ -53,17 +53,29 @@ def logged_losses(
     script: str, workdir: Path, seed: int = SEED, flags: tuple[str, ...] = (), isa: str = "native"
 ) -> Losses:
     """Run `script` once as a plain single process and return {tag: [[step, value], ...]}."""
-    runs = workdir / "runs"
-    workdir.mkdir(parents=True, exist_ok=True)
-    result = run_script(
-        [script, *RUN, *flags, "--seed", str(seed), "--runs-dir", str(runs)],
-        cwd=workdir,
-        timeout=400,
-        env={"OMP_NUM_THREADS": "1", **ISAS[isa]},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = find_run_dir(runs)
-    return {tag: [[step, value] for step, value in read_scalars(run_dir, tag)] for tag in TAGS}
+    return losses_of_runs([(script, flags)], workdir, seed, isa)[0]
+
+
+def losses_of_runs(
+    runs: list[tuple[str, tuple[str, ...]]], workdir: Path, seed: int = SEED, isa: str = "native"
+) -> list[Losses]:
+    """Run each (script, flags) as a plain single process, its kernels held to `isa`, and return what each logged,
+    {tag: [[step, value], ...]}. The runs are processes forked from one that imported torch first (run_forked): the
+    import is paid once, and each run still starts from a fresh process's state (its seed sets every generator)."""
+    jobs = []
+    for i, (script, flags) in enumerate(runs):
+        cwd = workdir / f"run{i}"
+        cwd.mkdir(parents=True, exist_ok=True)
+        jobs.append(
+            {"args": [script, *RUN, *flags, "--seed", str(seed), "--runs-dir", str(cwd / "runs")], "cwd": str(cwd)}
+        )
+    results = run_forked(jobs, ATARI_IMPORTS, timeout=600, env={"OMP_NUM_THREADS": "1", **ISAS[isa]})
+    logged = []
+    for job, result in zip(jobs, results):
+        assert result.returncode == 0, result.stderr[-3000:]
+        run_dir = find_run_dir(Path(job["cwd"]) / "runs")
+        logged.append({tag: [[step, value] for step, value in read_scalars(run_dir, tag)] for tag in TAGS})
+    return logged
 
 
 def differences(logged: Losses, recorded: Losses) -> dict[str, float]:
@@ -84,19 +96,7 @@ def beyond_tolerance(logged: Losses, recorded: Losses) -> dict[str, float]:
     return {tag: d for tag, d in differences(logged, recorded).items() if d > TOLERANCE}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "isa",
-    [
-        pytest.param(isa, marks=pytest.mark.skipif(not X86 and isa != "native", reason="x86 instruction sets"))
-        for isa in ISAS
-    ],
-)
-@pytest.mark.parametrize("name", list(SCRIPTS))
-def test_fixed_seed_losses_match_the_recorded_ones(tmp_path, name, isa):
-    expected = json.loads(FIXTURE.read_text())[name]
-    logged = logged_losses(SCRIPTS[name], tmp_path, isa=isa)
-    assert not beyond_tolerance(logged, expected), differences(logged, expected)
+CHANGES = ["--clip-coef 0.2", "GAE without the bootstrap value"]
 
 
 def _without_bootstrap(tmp_path: Path) -> str:
@@ -109,15 +109,46 @@ def _without_bootstrap(tmp_path: Path) -> str:
     return str(broken)
 
 
+@pytest.fixture(scope="module")
+def logged_under(tmp_path_factory):
+    """`logged_under(isa)`: {script name or change: what its run logged} with the kernels held to `isa`, each
+    instruction set's runs made once, together (for the native set, the runs of CHANGES as well)."""
+    made = {}
+
+    def logged_under(isa: str) -> dict[str, Losses]:
+        if isa not in made:
+            workdir = tmp_path_factory.mktemp(isa)
+            runs = {name: (script, ()) for name, script in SCRIPTS.items()}
+            if isa == "native":
+                runs[CHANGES[0]] = (SCRIPTS["ppo_atari"], tuple(CHANGES[0].split()))
+                runs[CHANGES[1]] = (_without_bootstrap(workdir), ())
+            made[isa] = dict(zip(runs, losses_of_runs(list(runs.values()), workdir, isa=isa)))
+        return made[isa]
+
+    return logged_under
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("change", ["--clip-coef 0.2", "GAE without the bootstrap value"])
-def test_the_tolerance_catches_a_change_of_behaviour(tmp_path, change):
+@pytest.mark.parametrize(
+    "isa",
+    [
+        pytest.param(isa, marks=pytest.mark.skipif(not X86 and isa != "native", reason="x86 instruction sets"))
+        for isa in ISAS
+    ],
+)
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_fixed_seed_losses_match_the_recorded_ones(logged_under, name, isa):
+    expected = json.loads(FIXTURE.read_text())[name]
+    logged = logged_under(isa)[name]
+    assert not beyond_tolerance(logged, expected), differences(logged, expected)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", CHANGES)
+def test_the_tolerance_catches_a_change_of_behaviour(logged_under, change):
     """The tolerance lets other CPUs' last bits through (above) but not a change of what the script computes."""
     expected = json.loads(FIXTURE.read_text())["ppo_atari"]
-    if change.startswith("--"):
-        logged = logged_losses(SCRIPTS["ppo_atari"], tmp_path, flags=tuple(change.split()))
-    else:
-        logged = logged_losses(_without_bootstrap(tmp_path), tmp_path)
+    logged = logged_under("native")[change]
     assert beyond_tolerance(logged, expected), differences(logged, expected)
 
 

@@ -5,8 +5,8 @@ The script reports nothing about its ranks' parameters: where a test holds the r
 script under the lab's benchmark/lab/rank_params.py, which hashes that rank's parameters after the run (and a saved
 model is hashed alike, from its file).
 
-Sizes are tiny (1-4 envs per rank, 16-32 steps) so the whole file stays within a few minutes on 2 cores. The
-update's equivalence with a single process is in test_multigpu_update.py.
+Sizes are tiny (1-2 envs per rank, 8-16 steps; the README's command and a few games excepted) so the whole file
+stays within a few minutes on 2 cores. The update's equivalence with a single process is in test_multigpu_update.py.
 """
 
 from __future__ import annotations
@@ -42,15 +42,19 @@ PER_ITERATION_TAGS = ["charts/SPS", "charts/learning_rate", *LOSS_TAGS]  # one v
 mg = load_script(SCRIPT, "ppo_atari_multigpu_under_test")
 
 
-def torchrun(nproc: int, *launcher: str, hashes: Path | None = None) -> list[str]:
+def torchrun(nproc: int, *launcher: str, hashes: Path | None = None, model: Path | None = None) -> list[str]:
     """The torchrun command of `nproc` local ranks; with `hashes`, every rank runs the script under
-    benchmark/lab/rank_params.py, which writes the hash of the rank's parameters there at the end of the run."""
-    return [TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}", *launcher, *hashed(hashes), SCRIPT]
+    benchmark/lab/rank_params.py, which writes the hash of the rank's parameters there at the end of the run (and,
+    with `model`, rank 0 that of the model saved at that path)."""
+    rank_params_args = hashed(hashes, model)
+    return [TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}", *launcher, *rank_params_args, SCRIPT]
 
 
-def hashed(hashes: Path | None) -> list[str]:
+def hashed(hashes: Path | None, model: Path | None = None) -> list[str]:
     """What goes before the script in a launch so that each rank writes its parameters' hash to `hashes`."""
-    return ["-m", "benchmark.lab.rank_params", str(hashes)] if hashes is not None else []
+    if hashes is None:
+        return []
+    return ["-m", "benchmark.lab.rank_params", str(hashes), *(["--model", str(model)] if model else [])]
 
 
 def free_port() -> int:
@@ -92,10 +96,14 @@ def assert_each_step_logged_once(run_dir: Path, batch: int, iterations: int) -> 
 @pytest.mark.torchrun
 @pytest.mark.slow
 def test_readme_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
+    """The README's torchrun command: 8 envs per rank, the ranks end bit-identical, and the model rank 0 saved is
+    theirs, both as hashed here and as benchmark/lab/rank_params.py's --model hashes it (for gpu_check)."""
+    run_dir = tmp_path / "runs" / "readme"
+    model = run_dir / "ppo_atari_multigpu.cleanrl_model"
     result = run_script(
-        torchrun(2, hashes=tmp_path / "hashes")
+        torchrun(2, hashes=tmp_path / "hashes", model=model)
         + ["--env-id", "BreakoutNoFrameskip-v4", "--num-envs", "16", "--total-timesteps", "2048"]
-        + ["--learning-rate", "2.5e-4", "--save-model", *QUIET],
+        + ["--learning-rate", "2.5e-4", "--save-model", "--run-name", "readme", *QUIET],
         cwd=tmp_path,
         timeout=400,
         env=ENV,
@@ -106,29 +114,11 @@ def test_readme_command_two_ranks_sixteen_envs_identical_parameters(tmp_path):
     assert "batch 2048 (1024 per rank), minibatch 512 (256 per rank), 1 iteration;" in output
     digest = assert_ranks_identical(tmp_path / "hashes", 2)
     # the model rank 0 saved is the one every rank ended with
-    run_dir = next((tmp_path / "runs").iterdir())
-    assert rank_params.saved_model_sha256(run_dir / "ppo_atari_multigpu.cleanrl_model") == digest
+    assert rank_params.saved_model_sha256(model) == digest
+    assert (tmp_path / "hashes" / rank_params.MODEL_HASH).read_text().strip() == digest
     ckpt = load_checkpoint(run_dir)
     assert optimizer_steps(ckpt) == 4 * 4 and ckpt["global_step"] == 2048  # the update did run
     assert_each_step_logged_once(run_dir, 2048, 1)
-
-
-@pytest.mark.torchrun
-@pytest.mark.slow
-def test_cleanrl_style_local_num_envs(tmp_path):
-    result = run_script(
-        torchrun(2, hashes=tmp_path / "hashes")
-        + ["--local-num-envs", "4", "--num-steps", "32", "--total-timesteps", "256", *QUIET],
-        cwd=tmp_path,
-        timeout=300,
-        env=ENV,
-    )
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output[-4000:]
-    assert "envs: 4 per rank, 8 in all" in output and "batch 256 (128 per rank)" in output
-    assert output.count("global_step=256/256 (100%), SPS: ") == 1  # the progress line of rank 0 (no terminal)
-    assert_ranks_identical(tmp_path / "hashes", 2)
-    assert_each_step_logged_once(next((tmp_path / "runs").iterdir()), 256, 1)
 
 
 @pytest.mark.torchrun
@@ -214,8 +204,12 @@ def test_killed_worker_restarts_resumes_and_ends_at_the_same_final_step(tmp_path
 @pytest.mark.torchrun
 @pytest.mark.slow
 def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
+    """SIGTERM through torchrun checkpoints and stops both ranks; --resume continues the same curve to the end (one
+    learning-rate schedule, Adam's moments kept, each step logged once, ranks identical). The runs size their envs
+    CleanRL's way, per rank (--local-num-envs 2: 4 in all, batch 32 as TINY's), and only rank 0 prints progress."""
     iterations = 24
-    common = TINY + QUIET + ["--total-timesteps", str(iterations * TINY_BATCH), "--run-name", "preempted"]
+    local = ["--local-num-envs", "2", "--num-steps", "8", "--num-minibatches", "2", "--update-epochs", "2"]
+    common = local + QUIET + ["--total-timesteps", str(iterations * TINY_BATCH), "--run-name", "preempted"]
     log = tmp_path / "first.log"
     proc = start_script(torchrun(2) + common + ["--checkpoint-interval", "3"], tmp_path, log, env=ENV)
     try:
@@ -241,6 +235,9 @@ def test_sigterm_checkpoints_and_resume_continues_the_same_curve(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert f"resuming from iteration {stop_iteration} (global step {stop_iteration * TINY_BATCH})" in output
+    assert "envs: 2 per rank, 4 in all" in output and f"batch {TINY_BATCH} ({TINY_BATCH // 2} per rank)" in output
+    end = iterations * TINY_BATCH
+    assert output.count(f"global_step={end}/{end} (100%), SPS: ") == 1  # the progress line of rank 0 (no terminal)
     ckpt = load_checkpoint(run_dir)
     assert (ckpt["iteration"], ckpt["global_step"]) == (iterations, iterations * TINY_BATCH)
     assert optimizer_steps(ckpt) == iterations * TINY_OPT_STEPS  # Adam's moments went on, not restarted

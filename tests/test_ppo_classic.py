@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,11 +15,13 @@ import torch
 from helpers import (
     CHART_TAGS,
     LOSS_TAGS,
+    PPO_IMPORTS,
     REPO_ROOT,
     assert_one_line_error,
     find_run_dir,
     load_script,
     read_scalars,
+    run_forked,
     run_on_terminal_until,
     run_script,
 )
@@ -333,10 +336,11 @@ FAKE_MODULES = {
 
 @pytest.fixture(scope="module")
 def bad_input_runs(second_core, tmp_path_factory):
-    """Every bad-input case as a future of (its working directory, its completed process)."""
+    """Every bad-input case as {case: (its working directory, its completed process)}, as a future; the cases run
+    one after the other in processes forked from one that imported the script's libraries (run_forked)."""
     tmp_path = tmp_path_factory.mktemp("bad_input")
 
-    def run(case):
+    def job(case):
         cwd = tmp_path / case.replace(" ", "_")
         fake = cwd / "fake_modules"
         fake.mkdir(parents=True)
@@ -344,16 +348,21 @@ def bad_input_runs(second_core, tmp_path_factory):
             (fake / f"{name}.py").write_text(source)
         argv, _ = BAD_INPUT[case]
         runs_dir = [] if "--runs-dir" in argv else ["--runs-dir", str(cwd / "runs")]
-        env = dict(FAST, PYTHONPATH=f"{fake}:{REPO_ROOT}")
-        return cwd, run_script([SCRIPT, *argv, *runs_dir], cwd=cwd, timeout=240, env=env)
+        python_path = {"PYTHONPATH": f"{fake}:{REPO_ROOT}"}
+        return {"args": [SCRIPT, *argv, *runs_dir], "cwd": str(cwd), "env": python_path, "path": [str(fake)]}
 
-    return {case: second_core.submit(run, case) for case in BAD_INPUT}
+    def run_all():
+        jobs = [job(case) for case in BAD_INPUT]
+        results = run_forked(jobs, PPO_IMPORTS, timeout=600, env=FAST)
+        return {case: (Path(j["cwd"]), result) for case, j, result in zip(BAD_INPUT, jobs, results)}
+
+    return second_core.submit(run_all)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", BAD_INPUT)
 def test_bad_input_is_a_one_line_error(bad_input_runs, case):
-    cwd, result = bad_input_runs[case].result()
+    cwd, result = bad_input_runs.result()[case]
     assert_one_line_error(result, BAD_INPUT[case][1])
     # stopped before any work: no run directory, no video folder
     assert not (cwd / "runs").exists() and not (cwd / "videos").exists()

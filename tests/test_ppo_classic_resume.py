@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 import torch
-from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_script, stop_after
+from helpers import PPO_IMPORTS, LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_forked, run_script
+from helpers import stop_after
 
 from cleanrl_utils.launch.runs import supports_resume, sweep_run_of
 
@@ -157,12 +158,15 @@ def test_resume_auto_starts_a_run_and_then_finds_it_complete(tmp_path):
     assert checkpoint_counts(runs / "new")[:2] == (2, 2 * BATCH)
     assert [step for step, _ in read_scalars(runs / "new", "losses/value_loss")] == [BATCH, 2 * BATCH]
 
-    # the same command again (a requeued job): the run is complete, nothing changes
-    again = run_script(command, tmp_path, 120, FAST)
+    # the same command again (a requeued job), then without --resume: two processes forked from one that imported
+    # torch first (run_forked), one after the other
+    again, refused = run_forked(
+        [{"args": command, "cwd": str(tmp_path)}, {"args": command[:-2], "cwd": str(tmp_path)}], PPO_IMPORTS, 240, FAST
+    )
+    # the run is complete, nothing changes
     assert again.returncode == 0 and f"run new is complete: global step {2 * BATCH}" in again.stdout, again.stderr
     assert len(read_scalars(runs / "new", "losses/value_loss")) == 2
     # without --resume, a run that has a checkpoint is never started over
-    refused = run_script(command[:-2], tmp_path, 120, FAST)
     assert_one_line_error(refused, "already has a checkpoint: pass --resume")
 
 

@@ -90,23 +90,31 @@ def test_a_requeued_attempt_waits_for_the_old_one_then_continues_or_stops_with_t
     CLEANRL_LOCK_WAIT seconds for the old one to let go, then continues the run; if it never lets go, one line."""
     script, flags = SCRIPTS["ppo_atari"]
     old = start(tmp_path, script, [*flags, "--total-timesteps", "100000", "--checkpoint-interval", "1"], "old.txt")
-    wait_for(tmp_path / "old.txt", "checkpoint: iteration 1,", old, timeout=300)
-    requeued = {"SLURM_RESTART_COUNT": "1"}
-    auto = [*flags, "--total-timesteps", "100000", "--resume", "auto"]
-    gave_up = start(tmp_path, script, auto, "gave_up.txt", env={**requeued, "CLEANRL_LOCK_WAIT": "3"})
-    assert finish(gave_up) == 1
-    output = (tmp_path / "gave_up.txt").read_text()
-    assert "note: waiting for the previous attempt (host " in output and "error: " in output
-    assert output.count("error: ") == 1 and "is in use by another run" in output and "Traceback" not in output
+    try:
+        wait_for(tmp_path / "old.txt", "checkpoint: iteration 1,", old, timeout=300)
+        # the old task stays alive and keeps its lock, but idle (it would only train on, taking CPU from the others)
+        old.send_signal(signal.SIGSTOP)
+        requeued = {"SLURM_RESTART_COUNT": "1"}
+        auto = [*flags, "--total-timesteps", "100000", "--resume", "auto"]
+        gave_up = start(tmp_path, script, auto, "gave_up.txt", env={**requeued, "CLEANRL_LOCK_WAIT": "3"})
+        assert finish(gave_up) == 1
+        output = (tmp_path / "gave_up.txt").read_text()
+        assert "note: waiting for the previous attempt (host " in output and "error: " in output
+        assert output.count("error: ") == 1 and "is in use by another run" in output and "Traceback" not in output
 
-    waiting = start(tmp_path, script, auto, "new.txt", env=requeued)
-    wait_for(tmp_path / "new.txt", "note: waiting for the previous attempt", waiting, timeout=300)
-    old.send_signal(signal.SIGTERM)  # as Slurm stops the old task: it checkpoints and lets go
-    assert finish(old) == 128 + signal.SIGTERM
-    wait_for(tmp_path / "new.txt", "resuming from iteration", waiting, timeout=300)
-    wait_for(tmp_path / "new.txt", "checkpoint: iteration", waiting, timeout=300)
-    waiting.send_signal(signal.SIGTERM)
-    assert finish(waiting) == 128 + signal.SIGTERM
+        waiting = start(tmp_path, script, auto, "new.txt", env=requeued)
+        wait_for(tmp_path / "new.txt", "note: waiting for the previous attempt", waiting, timeout=300)
+        old.send_signal(signal.SIGCONT)
+        old.send_signal(signal.SIGTERM)  # as Slurm stops the old task: it checkpoints and lets go
+        assert finish(old) == 128 + signal.SIGTERM
+        wait_for(tmp_path / "new.txt", "resuming from iteration", waiting, timeout=300)
+        wait_for(tmp_path / "new.txt", "checkpoint: iteration", waiting, timeout=300)
+        waiting.send_signal(signal.SIGTERM)
+        assert finish(waiting) == 128 + signal.SIGTERM
+    finally:
+        if old.poll() is None:  # a failed check: not left stopped
+            old.kill()
+            old.wait()
 
 
 @pytest.mark.slow
@@ -135,8 +143,7 @@ def test_two_torchrun_jobs_on_one_run_name_run_one(tmp_path):
 def test_a_start_over_a_dead_attempts_logs_sets_them_aside_and_plots_skip_them(tmp_path):
     script, flags = SCRIPTS["ppo"]
     proc = start(tmp_path, script, [*flags, "--total-timesteps", "100000", "--checkpoint-interval", "0"], "a.txt")
-    wait_for(tmp_path / "a.txt", "run same:", proc, timeout=300)
-    time.sleep(3)
+    wait_for(tmp_path / "a.txt", "global_step=", proc, timeout=300)  # its first iteration logged
     proc.kill()  # dies before its first checkpoint
     proc.wait()
     run_dir = tmp_path / "runs" / "same"

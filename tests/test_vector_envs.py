@@ -18,7 +18,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import assert_one_line_error, find_run_dir, read_scalars, run_script
+from helpers import ATARI_IMPORTS, assert_one_line_error, find_run_dir, read_scalars, run_forked
 
 from cleanrl_utils.vector_envs import BACKENDS, make_atari_vector_env
 
@@ -241,15 +241,16 @@ def test_no_ops_at_reset_stay_in_range_on_every_backend():
         envs.close()
         noops = info["episode_frame_number"] - serve
         assert noops.min() >= low and noops.max() <= high and len(set(noops.tolist())) >= 8, (backend, noops)
-    # EnvPool reports no frame counter: read the game's own, in the RAM its pool returns at reset
-    envs = make_atari_vector_env("envpool", BREAKOUT, 64, seed=11)
-    _, info = envs.pool.reset()
+    # EnvPool reports no frame counter: read the game's own, in the RAM its pool returns at reset; 64 draws, from 16
+    # envs reset 4 times (building an EnvPool env costs more than a reset)
+    envs = make_atari_vector_env("envpool", BREAKOUT, 16, seed=11)
+    rams = [envs.pool.reset()[1]["ram"] for _ in range(4)]
     envs.close()
     probe = gym.make(BREAKOUT, frameskip=1)
     probe.reset(seed=0)
     start = int(probe.unwrapped.ale.getRAM()[BREAKOUT_FRAME_COUNTER])  # the counter right after reset_game
     probe.close()
-    noops = (info["ram"][:, BREAKOUT_FRAME_COUNTER].astype(int) - start) % 256
+    noops = (np.concatenate(rams)[:, BREAKOUT_FRAME_COUNTER].astype(int) - start) % 256
     assert noops.min() >= 1 and noops.max() <= 30 and len(set(noops.tolist())) >= 15, noops
 
 
@@ -270,35 +271,40 @@ def test_envpool_takes_a_new_seed_at_reset():
     assert not np.array_equal(first, other)
 
 
-# ---------------------------------------------------------------- the time split
+# ---------------------------------------------------------------- runs of ppo_atari.py: the time split, bad options
+
+TIME_SPLIT = ["--vector-env", "ale", "--num-envs", "4", "--num-steps", "64", "--num-minibatches", "1"]
+TIME_SPLIT += ["--update-epochs", "1", "--total-timesteps", "512"]
+BAD_OPTIONS = {
+    # fragment of the error: the flags
+    "--capture-video needs the Python wrappers": ["--vector-env", "ale", "--capture-video"],
+    "must be >= 0": ["--env-threads", "-1"],
+}
+
+
+@pytest.fixture(scope="module")
+def atari_runs(tmp_path_factory):
+    """{"time split" or a fragment of BAD_OPTIONS: (its working directory, its completed process)}: ppo_atari.py runs,
+    each `python cleanrl/ppo_atari.py ...` in a folder of its own, in processes forked from one that imported torch
+    first (run_forked)."""
+    root = tmp_path_factory.mktemp("atari_runs")
+    cases = {"time split": TIME_SPLIT}
+    for fragment, flags in BAD_OPTIONS.items():
+        cases[fragment] = [*flags, "--num-steps", "8", "--total-timesteps", "64"]
+    jobs = []
+    for i, flags in enumerate(cases.values()):
+        (root / str(i)).mkdir()
+        args = ["cleanrl/ppo_atari.py", *flags, "--runs-dir", str(root / str(i) / "runs"), "--no-progress-bar"]
+        jobs.append({"args": args, "cwd": str(root / str(i))})
+    results = run_forked(jobs, ATARI_IMPORTS, timeout=600, env={})
+    return {case: (root / str(i), result) for i, (case, result) in enumerate(zip(cases, results))}
 
 
 @pytest.mark.slow
-def test_ale_run_logs_the_time_split(tmp_path):
-    result = run_script(
-        [
-            "cleanrl/ppo_atari.py",
-            "--vector-env",
-            "ale",
-            "--num-envs",
-            "4",
-            "--num-steps",
-            "64",
-            "--num-minibatches",
-            "1",
-            "--update-epochs",
-            "1",
-            "--total-timesteps",
-            "512",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--no-progress-bar",
-        ],
-        cwd=tmp_path,
-        timeout=400,
-    )
+def test_ale_run_logs_the_time_split(atari_runs):
+    cwd, result = atari_runs["time split"]
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = find_run_dir(tmp_path / "runs")
+    run_dir = find_run_dir(cwd / "runs")
     assert [s for s, _ in read_scalars(run_dir, "losses/value_loss")] == [256, 512]
     for key in ("env", "inference", "learn"):
         seconds = [v for _, v in read_scalars(run_dir, f"perf/{key}_seconds")]
@@ -307,28 +313,9 @@ def test_ale_run_logs_the_time_split(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "flags, fragment",
-    [
-        (["--vector-env", "ale", "--capture-video"], "--capture-video needs the Python wrappers"),
-        (["--env-threads", "-1"], "must be >= 0"),
-    ],
-)
-def test_bad_backend_options_are_one_line_errors(tmp_path, flags, fragment):
-    result = run_script(
-        [
-            "cleanrl/ppo_atari.py",
-            *flags,
-            "--num-steps",
-            "8",
-            "--total-timesteps",
-            "64",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        cwd=tmp_path,
-        timeout=120,
-    )
+@pytest.mark.parametrize("fragment", BAD_OPTIONS)
+def test_bad_backend_options_are_one_line_errors(atari_runs, fragment):
+    _, result = atari_runs[fragment]
     assert_one_line_error(result, fragment)
 
 
