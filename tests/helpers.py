@@ -210,76 +210,72 @@ def processes_working_in(folder: str | os.PathLike[str]) -> list[str]:
     return found
 
 
-# `python SCRIPT ARGS...` for each job, each in a process of its own, forked from one that imported the libraries
-# first: what a fresh process pays for `import torch` (and more) is paid once. The child becomes the script's process
-# as the interpreter would start it (its folder first on sys.path, then the job's PYTHONPATH entries; output in
-# files; its SystemExit or traceback handled by the interpreter on the way out). The forks share the parent's
-# random state, so a test of repeatability across processes must not use this.
-FORKED = """
+# The driver of `run_each`: it loads what every script loads first (2 s of CPU that a process per case would pay again),
+# then forks one child per case, one after the other. A child runs its case as `python ARGS...` would: in its own
+# folder, with its own argv, stdout and stderr, the script as __main__ (or `-m module`, or `-c code`), ending through
+# the interpreter's own exit (a SystemExit's message, a traceback, exit handlers, the exit status).
+DRIVER = r"""
 import gc, json, os, runpy, sys
-jobs, warm = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-for module in warm:
-    __import__(module)
-gc.freeze()  # the children's garbage collection leaves the imported modules alone (no copy of their pages)
-job, codes = None, []
-for candidate in jobs:
+import ale_py, gymnasium, numpy, torch, tyro  # noqa: F401
+if sys.argv[2] == "train":  # what a run that trains loads (torch.optim's first step, the TensorBoard writer)
+    import torch._dynamo, torch.utils.tensorboard  # noqa: F401
+gc.freeze()  # the children share these objects unchanged: no page copied for the collector
+codes = []
+for args, cwd, out in json.loads(sys.argv[1]):
     pid = os.fork()
     if pid == 0:
-        job = candidate
         break
     codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-if job is None:
-    print(json.dumps(codes))
 else:
-    os.chdir(job["cwd"])
-    os.environ.update(job["env"])
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        file = os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(file, fd)
-        os.close(file)
-    script, *args = job["args"]
-    sys.path[0:1] = [os.path.dirname(script), *job["path"]]
-    sys.argv = [script, *args]
-    runpy.run_path(script, run_name="__main__")
+    print(json.dumps(codes))
+    sys.exit(0)
+numpy.random.seed()  # fresh entropy, as a new process draws (the forked state would be the same in every child)
+os.chdir(cwd)
+for fd, name in ((1, "stdout"), (2, "stderr")):
+    os.dup2(os.open(f"{out}.{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+if args[0] == "-m":
+    sys.argv = args[1:]
+    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+elif args[0] == "-c":
+    sys.argv = ["-c", *args[2:]]
+    exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})
+else:
+    sys.argv, sys.path[0] = list(args), os.path.dirname(args[0])
+    runpy.run_path(args[0], run_name="__main__")
 """
 
 
-def run_forked(
-    jobs: list[dict], warm: list[str], timeout: float, env: dict[str, str]
-) -> list[subprocess.CompletedProcess]:
-    """Run each job {"args": [script, *arguments], "cwd": folder, "env": {...}, "path": [PYTHONPATH entries]} as
-    `python SCRIPT ARGUMENTS` would run in its folder (see FORKED), one after the other, in processes forked from one
-    that imported the modules `warm`; `env` is the environment of them all. Returns each one's exit status and output.
-    """
-    with tempfile.TemporaryDirectory() as outputs:
-        full = []
-        for i, job in enumerate(jobs):
-            script = str(REPO_ROOT / job["args"][0])
-            out = {"stdout": f"{outputs}/{i}.stdout", "stderr": f"{outputs}/{i}.stderr"}
-            full.append({"path": [], "env": {}, **job, "args": [script, *job["args"][1:]], **out})
-        # the scripts set this before torch loads; here torch loads in the launcher, so the launcher gets it
-        env = {"OMP_WAIT_POLICY": "PASSIVE", **env}
-        launcher = run_script(["-c", FORKED, json.dumps(full), json.dumps(warm)], REPO_ROOT, timeout, env)
-        assert launcher.returncode == 0, launcher.stderr[-3000:]
-        codes = json.loads(launcher.stdout.splitlines()[-1])
+def run_each(
+    cases: Sequence[tuple[Sequence[str], Path]],
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300,
+    train: bool = False,
+) -> list[subprocess.CompletedProcess[str]]:
+    """Run each `(args, cwd)` as `python ARGS...` in `cwd` (see `helpers.run_script`), in order, one forked child of
+    one process each; `train` also preloads what a training run loads. Returns their results, as `run_script`. (The
+    children share the driver's hash seed: two runs that must agree bit for bit are better two processes.)"""
+    cases = [([str(REPO_ROOT / a) if a.endswith(".py") and not os.path.isabs(a) else a for a in args], cwd)
+             for args, cwd in cases]  # fmt: skip
+    with tempfile.TemporaryDirectory() as outs:  # the children's stdout and stderr, outside the folders checked
+        spec = [(args, str(cwd), f"{outs}/{i}") for i, (args, cwd) in enumerate(cases)]
+        env = {
+            "OMP_WAIT_POLICY": "PASSIVE",
+            **(env or {}),
+        }  # what the scripts set before torch loads, here loaded first
+        driver = run_script(["-c", DRIVER, json.dumps(spec), "train" if train else "start"], outs, timeout, env)
+        assert driver.returncode == 0 and not driver.stderr, driver.stderr[-3000:]
+        codes = json.loads(driver.stdout)  # the driver prints nothing else: what it preloads is silent
         return [
             subprocess.CompletedProcess(
-                job["args"], code, Path(job["stdout"]).read_text(), Path(job["stderr"]).read_text()
+                args, code, Path(f"{out}.stdout").read_text(), Path(f"{out}.stderr").read_text()
             )
-            for job, code in zip(full, codes, strict=True)
+            for (args, _, out), code in zip(spec, codes)
         ]
 
 
-# what ppo.py imports at its top, imported once for all the runs (see run_forked)
-PPO_IMPORTS = ["gymnasium", "numpy", "torch", "torch.optim", "tyro", "torch.utils.tensorboard"]
-# what the Atari scripts import at their top (and torch._dynamo, which their first optimizer step imports)
-ATARI_IMPORTS = [
-    "numpy",
-    "torch",
-    "torch.optim",
-    "torch._dynamo",
-    "tyro",
-    "gymnasium",
-    "ale_py",
-    "torch.utils.tensorboard",
-]
+# `python -c FIRST_ON_PATH FOLDER SCRIPT ARGS...`: the script with FOLDER first on the module path (for modules that
+# stand in for an optional package, e.g. one that cannot be imported)
+FIRST_ON_PATH = (
+    "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = sys.argv[2:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)

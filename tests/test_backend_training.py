@@ -13,7 +13,7 @@ flags a lost life differently or serves differently changes the losses.
 from __future__ import annotations
 
 import pytest
-from helpers import ATARI_IMPORTS, LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_forked
+from helpers import LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_each
 
 from cleanrl_utils.vector_envs import envpool_available
 
@@ -38,7 +38,7 @@ CASES = [("ale", 0), ("envpool", 1)]  # (native backend, no-op frames at reset),
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[tuple[str, int], dict[str, list[tuple[int, float]]]]:
     """{(backend, no-op frames): {tag: its scalars}}: each case's native run and its chain run, made once, together,
-    in processes forked from one that imported torch first (run_forked); each run is seeded by the script."""
+    in processes forked from one that imported torch first (run_each); each run is seeded by the script."""
     workdir = tmp_path_factory.mktemp("backends")
     (workdir / "launch.py").write_text(LAUNCH)
     wanted = [(b, noop) for native, noop in CASES for b in ("sync", native)]
@@ -48,7 +48,7 @@ def runs(tmp_path_factory) -> dict[tuple[str, int], dict[str, list[tuple[int, fl
         for b, noop in wanted
     ]
     env = {"OMP_NUM_THREADS": "1"}
-    results = run_forked([{"args": job, "cwd": str(REPO_ROOT)} for job in jobs], ATARI_IMPORTS, 1200, env)
+    results = run_each([(job, REPO_ROOT) for job in jobs], env=env, timeout=1200, train=True)
     logged = {}
     for (backend, noop), result in zip(wanted, results):
         assert result.returncode == 0, result.stderr[-3000:]

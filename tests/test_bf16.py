@@ -25,7 +25,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
-from helpers import LOSS_TAGS, find_run_dir, load_script, read_scalars, run_script
+from helpers import LOSS_TAGS, find_run_dir, load_script, read_scalars, run_each
 from test_fixed_seed import FIXTURE, RUN, SCRIPTS, SEED, TOLERANCE, Losses, differences, logged_losses
 
 from cleanrl_utils.evals.ppo_eval import evaluate
@@ -113,9 +113,9 @@ def test_bf16_fixed_seed_run_is_deterministic_and_close_to_float32(tmp_path):
 # ---------------------------------------------------------------- checkpoint, saved model, eval, resume
 
 
-def atari_run(tmp_path: Path, iterations: int, *flags: str) -> str:
-    """The multi-GPU script as one process, the fixed-seed run named `run`, to `iterations` iterations; its output."""
-    args = [
+def atari_run(tmp_path: Path, iterations: int, *flags: str) -> list[str]:
+    """The multi-GPU script as one process, the fixed-seed run named `run`, to `iterations` iterations."""
+    return [
         SCRIPTS["ppo_atari_multigpu"],
         *RUN,
         "--seed",
@@ -128,14 +128,15 @@ def atari_run(tmp_path: Path, iterations: int, *flags: str) -> str:
         str(iterations * BATCH),
         *flags,
     ]
-    result = run_script(args, cwd=tmp_path, timeout=300, env=FAST)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    return result.stdout
 
 
-def checkpoint(tmp_path: Path, iteration: int, bf16: bool) -> None:
+# `python -c SNAPSHOT FROM TO`: a copy of the run's folder as a run left it (the next run changes it)
+SNAPSHOT = "import shutil, sys; shutil.copytree(*sys.argv[1:])"
+
+
+def checkpoint(run_dir: Path, iteration: int, bf16: bool) -> None:
     """The run's checkpoint is at `iteration`, of a run with `bf16`, and holds float32 tensors only."""
-    ckpt = torch.load(tmp_path / "runs" / "run" / "checkpoint.pt", weights_only=True)
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert (ckpt["iteration"], ckpt["settings"]["bf16"]) == (iteration, bf16)
     assert ckpt["state"]["optimizer"]["state"], "no optimizer state saved"
     assert floating_dtypes(ckpt["state"]) == {torch.float32}  # the agent and Adam's moments
@@ -143,10 +144,25 @@ def checkpoint(tmp_path: Path, iteration: int, bf16: bool) -> None:
 
 @pytest.mark.slow
 def test_bf16_checkpoint_and_model_are_float32_evaluate_and_resume_either_way(tmp_path):
-    """On the multi-GPU script (tests above and in test_host_syncs.py run ppo_atari.py's --bf16 too)."""
-    atari_run(tmp_path, 1, "--bf16", "--save-model")
-    checkpoint(tmp_path, 1, bf16=True)
-    model_path = tmp_path / "runs" / "run" / "ppo_atari_multigpu.cleanrl_model"
+    """On the multi-GPU script (tests above and in test_host_syncs.py run ppo_atari.py's --bf16 too): a bf16 run; the
+    stop hint's resume, no flag typed; then, where a resume may change --bf16, that run resumed in float32 and that
+    float32 run resumed in bf16. One forked child each (see `run_each`), each followed by a snapshot of the run."""
+    runs = [atari_run(tmp_path, 1, "--bf16", "--save-model"), atari_run(tmp_path, 2, "--resume")]
+    if "bf16" in MAY_CHANGE_ON_RESUME:
+        runs += [atari_run(tmp_path, 3, "--resume", "--no-bf16"), atari_run(tmp_path, 4, "--resume", "--bf16")]
+    cases = []
+    for i, args in enumerate(runs, start=1):
+        cases += [
+            (args, tmp_path),
+            (["-c", SNAPSHOT, str(tmp_path / "runs" / "run"), str(tmp_path / f"after{i}")], tmp_path),
+        ]
+    results = run_each(cases, env=FAST, timeout=600, train=True)
+    for result in results:
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    outputs = [result.stdout for result in results[::2]]
+
+    checkpoint(tmp_path / "after1", 1, bf16=True)
+    model_path = tmp_path / "after1" / "ppo_atari_multigpu.cleanrl_model"
     assert floating_dtypes(torch.load(model_path, weights_only=True)["model"]) == {torch.float32}
     # the eval builds a float32 Agent: the weights load as they are, and a game is played to its end
     threads = torch.get_num_threads()
@@ -157,10 +173,10 @@ def test_bf16_checkpoint_and_model_are_float32_evaluate_and_resume_either_way(tm
         torch.set_num_threads(threads)
 
     # the stop hint's resume, no flag typed: the run continues in bf16, its stored setting
-    output = atari_run(tmp_path, 2, "--resume")
+    output = outputs[1]
     assert "resuming from iteration 1" in output and "note: resuming with --total-timesteps 256" in output, output
     assert "bf16" not in "".join(line for line in output.splitlines() if line.startswith("note: ")), output
-    checkpoint(tmp_path, 2, bf16=True)
+    checkpoint(tmp_path / "after2", 2, bf16=True)
 
     if "bf16" not in MAY_CHANGE_ON_RESUME:
         pytest.skip(
@@ -168,38 +184,23 @@ def test_bf16_checkpoint_and_model_are_float32_evaluate_and_resume_either_way(tm
             "MAY_CHANGE_ON_RESUME); without it a resume refuses --no-bf16 and --bf16"
         )
     # a bf16 run resumed in float32, then that float32 run resumed in bf16
-    output = atari_run(tmp_path, 3, "--resume", "--no-bf16")
-    assert "note: resuming with --no-bf16 (the run has --bf16)" in output, output
-    checkpoint(tmp_path, 3, bf16=False)
-    output = atari_run(tmp_path, 4, "--resume", "--bf16")
-    assert "note: resuming with --bf16 (the run has --no-bf16)" in output, output
-    checkpoint(tmp_path, 4, bf16=True)
+    assert "note: resuming with --no-bf16 (the run has --bf16)" in outputs[2], outputs[2]
+    checkpoint(tmp_path / "after3", 3, bf16=False)
+    assert "note: resuming with --bf16 (the run has --no-bf16)" in outputs[3], outputs[3]
+    checkpoint(tmp_path / "after4", 4, bf16=True)
 
 
 # ---------------------------------------------------------------- ppo.py
 
 
-def classic_run(tmp_path: Path, name: str, *flags: str) -> tuple[Path, Losses]:
+def classic_run(tmp_path: Path, name: str, *flags: str) -> tuple[list[str], Path]:
+    """ppo.py's fixed-seed run (seed 3, 2 envs x 64 steps, 4 iterations) into tmp_path / name: its command line."""
     runs = tmp_path / name
-    result = run_script(
-        [
-            "cleanrl/ppo.py",
-            "--seed",
-            "3",
-            "--num-envs",
-            "2",
-            "--num-steps",
-            "64",
-            "--total-timesteps",
-            "512",
-            "--runs-dir",
-            str(runs),
-            *flags,
-        ],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
+    args = ["cleanrl/ppo.py", "--seed", "3", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "512"]
+    return [*args, "--runs-dir", str(runs), *flags], runs
+
+
+def classic_losses(runs: Path, result) -> tuple[Path, Losses]:
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = find_run_dir(runs)
     return run_dir, {tag: [[step, value] for step, value in read_scalars(run_dir, tag)] for tag in LOSS_TAGS}
@@ -207,8 +208,13 @@ def classic_run(tmp_path: Path, name: str, *flags: str) -> tuple[Path, Losses]:
 
 @pytest.mark.slow
 def test_classic_bf16_run_trains_saves_float32_and_evaluates(tmp_path):
-    run_dir, bf16 = classic_run(tmp_path, "bf16", "--bf16", "--save-model")
-    _, float32 = classic_run(tmp_path, "float32")
+    (bf16_args, bf16_runs), (float32_args, float32_runs) = (
+        classic_run(tmp_path, "bf16", "--bf16", "--save-model"),
+        classic_run(tmp_path, "float32"),
+    )
+    results = run_each([(bf16_args, tmp_path), (float32_args, tmp_path)], env=FAST, train=True)  # see `run_each`
+    run_dir, bf16 = classic_losses(bf16_runs, results[0])
+    _, float32 = classic_losses(float32_runs, results[1])
     assert finite(bf16) and [step for step, _ in bf16["losses/value_loss"]] == [128, 256, 384, 512]
     found = differences(bf16, float32)
     assert bf16 != float32 and max(found.values()) <= BOUND, found

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for
+from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for, run_each
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari.py"
 RUN = [
@@ -120,7 +121,9 @@ def test_a_copy_with_an_intrinsic_reward_stops_and_resumes_with_its_extra_state(
     assert saved_scale != 1.0  # the normaliser moved during the run
     assert ckpt["state"]["rnd_optimizer"]["state"]  # Adam's moments of the predictor
 
-    result = run_script(common + ["--resume", "--total-timesteps", "4352"], cwd=tmp_path, timeout=300, env=FAST)
+    # one iteration more than the checkpoint's: what is checked is printed as the resume starts
+    more = ["--total-timesteps", str(ckpt["global_step"] + 64)]
+    result = run_script(common + ["--resume", *more], cwd=tmp_path, timeout=300, env=FAST)
     assert result.returncode == 0, result.stderr[-3000:]
     restored = re.search(r"restored rnd (\S+) scale (\S+)", result.stdout)
     assert restored, result.stdout[-2000:]
@@ -130,39 +133,74 @@ def test_a_copy_with_an_intrinsic_reward_stops_and_resumes_with_its_extra_state(
     assert restored[2] == f"{saved_scale:.6f}", restored[0]
 
 
-@pytest.mark.slow
-def test_the_intrinsic_reward_costs_no_host_sync_per_step(tmp_path):
-    copy = copy_with_rnd(tmp_path)
-    result = run_script(
-        [
-            "-m",
-            "benchmark.lab.host_syncs",
-            str(copy),
-            *RUN,
-            "--total-timesteps",
-            "128",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
+def copy_with_shared_optimizer(tmp_path: Path) -> Path:
+    """CleanRL's own form of the change (its ppo_rnd_envpool.py): the agent's one optimizer also steps the predictor,
+    and `state` is left as it is; the RND class is the one of EDITS."""
+    source = SCRIPT.read_text()
+    for where, added in (EDITS[0], PREDICTOR_STEP, (OPTIMIZER_LINE, None)):
+        assert source.count(where) == 1, f"the line this copy edits has changed: {where!r}"
+        source = source.replace(where, SHARED_OPTIMIZER if added is None else where + added)
+    assert source.count('state = {"agent": agent, "optimizer": optimizer}\n') == 1  # left as it is
+    copy = tmp_path / "ppo_atari_rnd_shared.py"
+    copy.write_text(source)
+    return copy
+
+
+def copy_keeping_the_observation(tmp_path: Path, script: str) -> Path:
+    """A copy that keeps the previous step's observation (`prev_obs = next_obs`, as for a frame-difference bonus),
+    checks after `envs.step` that it still holds that frame, and prints whether the new frame differs from it."""
+    step_line = "            env_start = time.perf_counter()\n"
+    after_line = "            rewards[step] = host_reward.to(device, non_blocking=True)\n"
+    source = (REPO_ROOT / "cleanrl" / script).read_text()
+    assert source.count(step_line) == 1 and source.count(after_line) == 1, "the lines this copy edits have changed"
+    source = source.replace(step_line, "            prev_obs = next_obs\n" + step_line)
+    source = source.replace(
+        after_line,
+        after_line
+        + """            assert torch.equal(prev_obs, obs[step]), f"step {step}: the kept frame was overwritten"
+            print(f"new frame: {not torch.equal(prev_obs, next_obs)}")
+""",
     )
+    copy = tmp_path / script.replace(".py", "_prev.py")
+    copy.write_text(source)
+    return copy
+
+
+KEPT = ["ppo_atari.py", "ppo_atari_multigpu.py"]
+
+
+@pytest.fixture(scope="module")
+def copies_run(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    """The short runs of the copies below, one forked child each (see `run_each`): the RND copy under the host-sync
+    counter, the copy that leaves the RND out of `state`, the shared-optimizer copy, and the copies that keep an
+    observation. Per copy: its --runs-dir and its result."""
+    root = tmp_path_factory.mktemp("copies")
+    (root / "left_out").mkdir()
+    commands = {
+        "host syncs": ["-m", "benchmark.lab.host_syncs", str(copy_with_rnd(root)), *RUN, "--total-timesteps", "128"],
+        "left out": [str(copy_with_rnd(root / "left_out", save_rnd=False)), *RUN, "--total-timesteps", "64"],
+        "shared": [str(copy_with_shared_optimizer(root)), *RUN, "--total-timesteps", "64", "--run-name", "shared"],
+    }  # fmt: skip
+    cases = []
+    for i, args in enumerate(commands.values()):
+        (root / str(i)).mkdir()
+        cases.append(([*args, "--runs-dir", str(root / str(i) / "runs")], root / str(i)))
+    results = run_each(cases, env=FAST, timeout=600, train=True)
+    return {name: (cwd / "runs", result) for name, (_, cwd), result in zip(commands, cases, results)}
+
+
+@pytest.mark.slow
+def test_the_intrinsic_reward_costs_no_host_sync_per_step(copies_run):
+    _, result = copies_run["host syncs"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert "host syncs: rollout step 1, " in result.stdout, result.stdout[-2000:]  # the actions, as in the script
 
 
 @pytest.mark.slow
-def test_a_network_left_out_of_the_checkpoint_is_an_error_at_the_first_save(tmp_path):
-    copy = copy_with_rnd(tmp_path, save_rnd=False)
-    result = run_script(
-        [str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
+def test_a_network_left_out_of_the_checkpoint_is_an_error_at_the_first_save(copies_run):
     assert_one_line_error(
-        result, "the optimizer 'rnd_optimizer' in the checkpoint's state steps parameters of a network"
+        copies_run["left out"][1],
+        "the optimizer 'rnd_optimizer' in the checkpoint's state steps parameters of a network",
     )
 
 
@@ -183,54 +221,26 @@ PREDICTOR_STEP = (
 
 
 @pytest.mark.slow
-def test_a_network_that_shares_the_agents_optimizer_but_not_its_checkpoint_is_an_error_at_the_first_save(tmp_path):
-    source = SCRIPT.read_text()
-    for where, added in (EDITS[0], PREDICTOR_STEP, (OPTIMIZER_LINE, None)):
-        assert source.count(where) == 1, f"the line this copy edits has changed: {where!r}"
-        source = source.replace(where, SHARED_OPTIMIZER if added is None else where + added)
-    assert source.count('state = {"agent": agent, "optimizer": optimizer}\n') == 1  # left as it is
-    copy = tmp_path / "ppo_atari_rnd_shared.py"
-    copy.write_text(source)
-    runs = tmp_path / "runs"
-    result = run_script(
-        [str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(runs), "--run-name", "shared"],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
+def test_a_network_that_shares_the_agents_optimizer_but_not_its_checkpoint_is_an_error_at_the_first_save(copies_run):
+    runs, result = copies_run["shared"]
     assert_one_line_error(
         result,
         "the optimizer 'optimizer' in the checkpoint's state steps parameters of a network "
         "not in it: add that network to the script's `state` dict",
     )
     assert "global_step=64/64" in result.stdout, result.stdout[-2000:]  # it trained up to its first save
-    assert not (runs / "shared" / "checkpoint.pt").exists()  # nothing that a resume would read without the predictor
+    assert not (runs / "shared" / "checkpoint.pt").exists()  # nothing a resume would read
 
 
-@pytest.mark.parametrize("script", ["ppo_atari.py", "ppo_atari_multigpu.py"])
-def test_a_kept_observation_stays_the_frame_it_was(tmp_path, script):
-    """A copy that keeps the previous step's observation (`prev_obs = next_obs`, as for a frame-difference bonus)
-    still holds that frame after `envs.step`: the step hands the script a tensor of its own, not the host buffer the
-    next step overwrites."""
-    step_line = "            env_start = time.perf_counter()\n"
-    after_line = "            rewards[step] = host_reward.to(device, non_blocking=True)\n"
-    source = (REPO_ROOT / "cleanrl" / script).read_text()
-    assert source.count(step_line) == 1 and source.count(after_line) == 1, "the lines this copy edits have changed"
-    source = source.replace(step_line, "            prev_obs = next_obs\n" + step_line)
-    source = source.replace(
-        after_line,
-        after_line
-        + """            assert torch.equal(prev_obs, obs[step]), f"step {step}: the kept frame was overwritten"
-            print(f"new frame: {not torch.equal(prev_obs, next_obs)}")
-""",
-    )
-    copy = tmp_path / script.replace(".py", "_prev.py")
-    copy.write_text(source)
-    result = run_script(
-        [str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "new frame: True" in result.stdout, result.stdout[-2000:]  # the frames moved: the check could fail
+def test_a_kept_observation_stays_the_frame_it_was(tmp_path):
+    """A copy of each Atari script that keeps the previous step's observation still holds that frame after
+    `envs.step` (one forked child each, see `run_each`): the step hands the script a tensor of its own, not the host
+    buffer the next step overwrites."""
+    copies = [copy_keeping_the_observation(tmp_path, script) for script in KEPT]
+    runs = [
+        ([str(copy), *RUN, "--total-timesteps", "64", "--runs-dir", str(tmp_path / copy.stem)], tmp_path)
+        for copy in copies
+    ]
+    for script, result in zip(KEPT, run_each(runs, env=FAST, train=True)):
+        assert result.returncode == 0, script + result.stderr[-3000:]
+        assert "new frame: True" in result.stdout, script + result.stdout[-2000:]  # the frames moved: it could fail

@@ -3,9 +3,12 @@ losses turn non-finite stops at that iteration with one line, keeping its last g
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_script
+from helpers import REPO_ROOT, assert_one_line_error, run_each
 
 FAST = {"OMP_NUM_THREADS": "1"}
 SCRIPTS = {
@@ -18,39 +21,68 @@ NAN_LINE = "mb_advantages = b_advantages[mb_inds]\n"
 NAN_FROM_3 = 'mb_advantages = b_advantages[mb_inds] * (float("nan") if global_step > 2 * args.batch_size else 1.0)\n'
 
 
-@pytest.mark.parametrize("name", list(SCRIPTS))
-@pytest.mark.parametrize(
-    "sizes", [["--num-steps", "1", "--num-envs", "4"], ["--num-steps", "32", "--num-minibatches", "64"]]
-)
-def test_a_minibatch_of_one_sample_is_refused_before_any_work(tmp_path, name, sizes):
-    envs = ["--num-envs", "2"] if "--num-envs" not in sizes else []
-    if name == "ppo_atari_multigpu":
-        sizes = [s.replace("--num-envs", "--local-num-envs") for s in sizes]
-    result = run_script([*SCRIPTS[name], *envs, *sizes, "--runs-dir", str(tmp_path / "runs")], tmp_path, 120, FAST)
-    assert_one_line_error(result, "sample (num_envs*num_steps/num_minibatches")
-    assert "has no std to normalise its advantages" in result.stderr
-    assert not (tmp_path / "runs").exists()
+def test_a_minibatch_of_one_sample_is_refused_before_any_work(tmp_path):
+    """Each script with a rollout of 1 step of 4 envs and with 64 minibatches of 2 envs x 32 steps (one forked child
+    each, see `run_each`): one line naming the minibatch's size, and no run folder."""
+    cases = []
+    for name in SCRIPTS:
+        for sizes in (["--num-steps", "1", "--num-envs", "4"], ["--num-steps", "32", "--num-minibatches", "64"]):
+            envs = ["--num-envs", "2"] if "--num-envs" not in sizes else []
+            if name == "ppo_atari_multigpu":
+                sizes = [s.replace("--num-envs", "--local-num-envs") for s in sizes]
+            cwd = tmp_path / str(len(cases))
+            cwd.mkdir()
+            cases.append(([*SCRIPTS[name], *envs, *sizes, "--runs-dir", str(cwd / "runs")], cwd))
+    for (args, cwd), result in zip(cases, run_each(cases, env=FAST, timeout=300)):
+        assert_one_line_error(result, "sample (num_envs*num_steps/num_minibatches")
+        assert "has no std to normalise its advantages" in result.stderr, args
+        assert not (cwd / "runs").exists(), args
+
+
+@pytest.fixture(scope="module")
+def diverged_runs(tmp_path_factory) -> dict[str, tuple[Path, list[subprocess.CompletedProcess[str]]]]:
+    """Per script: a copy whose advantages turn NaN from the third iteration on, run with a checkpoint every
+    iteration and --save-model; a copy of what it left in its run folder; a resume of its kept checkpoint with the
+    script as it is. One forked child each (see `run_each`). Per script: the copied folder and the three results."""
+    root = tmp_path_factory.mktemp("diverged")
+    cases = []
+    for name, (script, *flags) in SCRIPTS.items():
+        cwd = root / name
+        cwd.mkdir()
+        source = (REPO_ROOT / script).read_text()
+        assert source.count(NAN_LINE) == 1, "the line this test breaks has changed: update the test"
+        copy = cwd / f"{name}_nan.py"
+        copy.write_text(source.replace(NAN_LINE, NAN_FROM_3))
+        envs = ["--local-num-envs" if "multigpu" in name else "--num-envs", "2"]
+        run = [*flags, *envs, *"--num-steps 32 --num-minibatches 2 --update-epochs 1 --no-progress-bar".split()]
+        run += ["--checkpoint-interval", "1", "--run-name", "nan", "--runs-dir", str(cwd / "runs"), "--save-model"]
+        cases += [
+            ([str(copy), *run, "--total-timesteps", "640"], cwd),
+            (
+                [
+                    "-c",
+                    "import shutil, sys; shutil.copytree(*sys.argv[1:])",
+                    str(cwd / "runs" / "nan"),
+                    str(cwd / "left"),
+                ],
+                cwd,
+            ),
+            ([script, *run, "--total-timesteps", "256", "--resume"], cwd),
+        ]
+    results = run_each(cases, env=FAST, timeout=600, train=True)
+    return {name: (root / name / "left", results[3 * i : 3 * i + 3]) for i, name in enumerate(SCRIPTS)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCRIPTS))
-def test_a_diverged_run_stops_at_once_and_keeps_its_last_good_checkpoint(tmp_path, name):
-    script, *flags = SCRIPTS[name]
-    source = (REPO_ROOT / script).read_text()
-    assert source.count(NAN_LINE) == 1, "the line this test breaks has changed: update the test"
-    copy = tmp_path / f"{name}_nan.py"
-    copy.write_text(source.replace(NAN_LINE, NAN_FROM_3))
-    envs = ["--local-num-envs" if "multigpu" in name else "--num-envs", "2"]
-    run = [*flags, *envs, "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1", "--no-progress-bar"]
-    run += ["--checkpoint-interval", "1", "--run-name", "nan", "--runs-dir", str(tmp_path / "runs"), "--save-model"]
-    result = run_script([str(copy), *run, "--total-timesteps", "640"], tmp_path, 300, FAST)
+def test_a_diverged_run_stops_at_once_and_keeps_its_last_good_checkpoint(diverged_runs, name):
+    left, (result, copied, resumed) = diverged_runs[name]
+    assert copied.returncode == 0, copied.stderr
     assert_one_line_error(result, "the run diverged at iteration 3: value_loss, policy_loss")
     assert "its last checkpoint (global step 128) is kept" in result.stderr
     assert "a smaller --learning-rate or --max-grad-norm" in result.stderr
-    run_dir = tmp_path / "runs" / "nan"
-    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    ckpt = torch.load(left / "checkpoint.pt", weights_only=True)
     assert ckpt["iteration"] == 2 and all(t.isfinite().all() for t in ckpt["state"]["agent"].values())
-    assert not list(run_dir.glob("*.cleanrl_model"))  # no model from the bad state
+    assert not list(left.glob("*.cleanrl_model"))  # no model from the bad state
     # the kept checkpoint resumes (with the script as it is: without the injected NaN it trains on)
-    resumed = run_script([script, *run, "--total-timesteps", "256", "--resume"], tmp_path, 300, FAST)
     assert resumed.returncode == 0 and "resuming from iteration 2" in resumed.stdout, resumed.stderr[-2000:]

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import ATARI_IMPORTS, LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_forked
+from helpers import LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_each
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fixed_seed_losses.json"
 RUN = ["--num-envs", "4", "--num-steps", "32", "--total-timesteps", "512", "--vector-env", "sync"]
@@ -60,7 +60,7 @@ def losses_of_runs(
     runs: list[tuple[str, tuple[str, ...]]], workdir: Path, seed: int = SEED, isa: str = "native"
 ) -> list[Losses]:
     """Run each (script, flags) as a plain single process, its kernels held to `isa`, and return what each logged,
-    {tag: [[step, value], ...]}. The runs are processes forked from one that imported torch first (run_forked): the
+    {tag: [[step, value], ...]}. The runs are processes forked from one that imported torch first (run_each): the
     import is paid once, and each run still starts from a fresh process's state (its seed sets every generator)."""
     jobs = []
     for i, (script, flags) in enumerate(runs):
@@ -69,7 +69,8 @@ def losses_of_runs(
         jobs.append(
             {"args": [script, *RUN, *flags, "--seed", str(seed), "--runs-dir", str(cwd / "runs")], "cwd": str(cwd)}
         )
-    results = run_forked(jobs, ATARI_IMPORTS, timeout=600, env={"OMP_NUM_THREADS": "1", **ISAS[isa]})
+    cases = [(job["args"], job["cwd"]) for job in jobs]
+    results = run_each(cases, env={"OMP_NUM_THREADS": "1", **ISAS[isa]}, timeout=600, train=True)
     logged = []
     for job, result in zip(jobs, results):
         assert result.returncode == 0, result.stderr[-3000:]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_script
+from helpers import REPO_ROOT, assert_one_line_error, run_script, run_each
 from test_learning import BREAKOUT, write_part
 
 from benchmark.lab import learning
@@ -63,22 +63,38 @@ def fill_up(disk: Path, blocks_left: int = 0) -> None:
         f.truncate(f.tell() - blocks_left * block)
 
 
+# Between the runs of a test, one forked child each (see `run_each`): `python -c CODE ARGS...`
+FILL_UP = "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); from test_full_disk import fill_up; "
+FILL_UP += "fill_up(Path(sys.argv[2]), int(sys.argv[3]))"  # TESTS DISK BLOCKS_LEFT
+SNAPSHOT = "import shutil, sys; shutil.copytree(*sys.argv[1:])"  # FROM TO: the run's folder as the run left it
+REMOUNT = "import subprocess, sys; subprocess.run(['mount', '-o', 'remount,size=80m', sys.argv[1]], check=True)"
+
+
 @pytest.mark.slow
 def test_a_full_disk_keeps_the_last_checkpoint_and_the_run_resumes_once_there_is_space(tmp_path, small_disk: Path):
-    # a checkpoint (model and Adam moments) is about 20 MiB: the first fits in 30 MiB, the second's temporary file not
-    result = run_script([*RUN, "--runs-dir", str(small_disk)], cwd=tmp_path, timeout=300, env=FAST)
+    """A checkpoint (model and Adam moments) is about 20 MiB: the first fits in 30 MiB, the second's temporary file
+    not. Then the disk is made 80 MiB (space freed) and the run resumes."""
+    run_dir = small_disk / "full"
+    result, snapshot, remount, resumed = run_each(
+        [
+            ([*RUN, "--runs-dir", str(small_disk)], tmp_path),
+            (["-c", SNAPSHOT, str(run_dir), str(tmp_path / "left")], tmp_path),
+            (["-c", REMOUNT, str(small_disk)], tmp_path),
+            ([*RUN, "--runs-dir", str(small_disk), "--resume"], tmp_path),
+        ],
+        env=FAST,
+        train=True,
+    )
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert len(errors) == 1 and f"cannot write checkpoint.pt in {small_disk / 'full'}" in errors[0], result.stderr
+    assert len(errors) == 1 and f"cannot write checkpoint.pt in {run_dir}" in errors[0], result.stderr
     assert "MiB free" in errors[0] and "the last one there is kept" in errors[0]
-    run_dir = small_disk / "full"
-    assert not list(run_dir.glob("*.tmp*"))  # the failed write took its temporary file with it
-    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 1
+    assert snapshot.returncode == 0 and remount.returncode == 0, snapshot.stderr + remount.stderr
+    assert not list((tmp_path / "left").glob("*.tmp*"))  # the failed write took its temporary file with it
+    assert torch.load(tmp_path / "left" / "checkpoint.pt", weights_only=True)["iteration"] == 1
 
-    subprocess.run(["mount", "-o", "remount,size=80m", str(small_disk)], check=True)  # space freed
-    result = run_script([*RUN, "--runs-dir", str(small_disk), "--resume"], cwd=tmp_path, timeout=300, env=FAST)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "resuming from iteration 1" in result.stdout
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from iteration 1" in resumed.stdout
     assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["iteration"] == 4
     assert os.path.getsize(run_dir / "checkpoint.pt") > 10 * 2**20
 
@@ -97,17 +113,19 @@ def test_a_disk_that_fills_under_the_tensorboard_log_ends_the_run_with_one_line(
     """TensorBoard's writer writes from a thread of its own and raises the failed write again in the main thread, at
     a later add_scalar or flush: the run ends there with one line, its last checkpoint kept."""
     run = [script, *TINY, "--runs-dir", str(small_disk), *(["--torch-threads", "1"] if "atari" in script else [])]
-    result = run_script(
-        [*run, "--total-timesteps", "16", "--checkpoint-interval", "1"], cwd=tmp_path, timeout=300, env=FAST
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    fill_up(small_disk, blocks_left=1)  # the run starts (its folder is proved writable), the log fills the block
-    result = run_script(
-        [*run, "--resume", "--total-timesteps", "3200", "--checkpoint-interval", "1000"],
-        cwd=tmp_path,
-        timeout=300,
+    # a run, the disk filled up but for a block (the resume starts: its folder is proved writable; the log fills the
+    # block), the resume; one forked child each (see `run_each`)
+    first, filled, result = run_each(
+        [
+            ([*run, "--total-timesteps", "16", "--checkpoint-interval", "1"], tmp_path),
+            (["-c", FILL_UP, str(Path(__file__).parent), str(small_disk), "1"], tmp_path),
+            ([*run, "--resume", "--total-timesteps", "3200", "--checkpoint-interval", "1000"], tmp_path),
+        ],
         env=FAST,
+        train=True,
     )
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert filled.returncode == 0, filled.stderr[-3000:]
     assert_one_line_error(
         result,
         f"no space left on the disk of {small_disk / 'full'} (0 MiB free), so the run "

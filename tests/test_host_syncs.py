@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import REPO_ROOT, assert_one_line_error, load_script, run_script
+from helpers import REPO_ROOT, assert_one_line_error, load_script, run_each
 from test_multigpu_update import EPOCHS, fresh_agent, make_batch, partitions
 
 from benchmark.lab.host_syncs import HostSyncCounter, SyncCount, loop_lines
@@ -65,47 +65,68 @@ def test_a_call_in_a_helper_counts_for_the_loop_that_called_it(tmp_path):
 # ---------------------------------------------------------------- the budget of the scripts
 
 
-def count_cli(script: str, tmp_path, extra: list[str] = ()) -> tuple[float, float, float]:
-    result = run_script(
-        ["-m", "benchmark.lab.host_syncs", script, *RUN, *extra, "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, timeout=300, env={"OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+CONFIGS = [(script, minibatches, epochs, precision) for script in SCRIPTS
+           for minibatches, epochs, precision in [(2, 2, "float32"), (4, 1, "float32"), (2, 2, "bf16")]]  # fmt: skip
+ITEM_IN_UPDATE = "            loss_value = loss.item()  # e.g. to log it\n"
+
+
+def counts(result) -> tuple[float, float, float]:
+    """Per rollout step, minibatch and iteration rest: what `python -m benchmark.lab.host_syncs` printed."""
     assert result.returncode == 0, result.stderr[-3000:]
     found = LINE.findall(result.stdout)
     assert len(found) == 1, result.stdout[-3000:]
     return tuple(float(v) for v in found[0])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script", SCRIPTS)
-@pytest.mark.parametrize("minibatches, epochs, precision", [(2, 2, "float32"), (4, 1, "float32"), (2, 2, "bf16")])
-def test_script_syncs_once_per_rollout_step_never_per_minibatch(tmp_path, script, minibatches, epochs, precision):
-    # --bf16 (the trunk under autocast, its output cast back) adds no host sync
-    extra = ["--num-minibatches", str(minibatches), "--update-epochs", str(epochs)]
-    extra += ["--bf16"] * (precision == "bf16")
-    per_step, per_minibatch, rest = count_cli(script, tmp_path, extra)
-    assert per_step == 1
-    assert per_minibatch == 0
-    assert rest <= 2
-
-
-@pytest.mark.slow
-def test_counter_catches_an_item_reintroduced_in_the_update_loop(tmp_path):
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory):
+    """`python -m benchmark.lab.host_syncs SCRIPT RUN...` for each of CONFIGS, then for ppo_atari.py with an `.item()`
+    added to its update loop (one forked child each, see `run_each`): their results, in that order."""
+    tmp_path = tmp_path_factory.mktemp("host_syncs")
     source = (REPO_ROOT / SCRIPTS[0]).read_text()
     anchor = "            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef\n"
     assert source.count(anchor) == 1
     patched = tmp_path / "ppo_atari.py"
-    patched.write_text(source.replace(anchor, anchor + "            loss_value = loss.item()  # e.g. to log it\n"))
-    per_step, per_minibatch, rest = count_cli(str(patched), tmp_path)
+    patched.write_text(source.replace(anchor, anchor + ITEM_IN_UPDATE))
+    runs = []
+    for script, minibatches, epochs, precision in CONFIGS:
+        runs.append([script, "--num-minibatches", str(minibatches), "--update-epochs", str(epochs)])
+        runs[-1] += ["--bf16"] * (precision == "bf16")
+    runs.append([str(patched)])
+    cases = []
+    for i, (script, *extra) in enumerate(runs):
+        cwd = tmp_path / str(i)
+        cwd.mkdir()
+        cases.append((["-m", "benchmark.lab.host_syncs", script, *RUN, *extra, "--runs-dir", str(cwd / "runs")], cwd))
+    return run_each(cases, env={"OMP_NUM_THREADS": "1"}, timeout=600, train=True)
+
+
+@pytest.mark.slow
+def test_script_syncs_once_per_rollout_step_never_per_minibatch(counted):
+    """Each script, with 2 minibatches x 2 epochs, 4 x 1, and 2 x 2 under --bf16 (the trunk under autocast, its output
+    cast back, adds no host sync): one per rollout step, none per minibatch, at most 2 in the rest of an iteration."""
+    for config, result in zip(CONFIGS, counted):
+        per_step, per_minibatch, rest = counts(result)
+        assert (per_step, per_minibatch) == (1, 0) and rest <= 2, config
+
+
+@pytest.mark.slow
+def test_counter_catches_an_item_reintroduced_in_the_update_loop(counted):
+    per_step, per_minibatch, rest = counts(counted[len(CONFIGS)])
     assert (per_step, per_minibatch) == (1, 1) and rest <= 2
 
 
 def test_cli_without_a_script_or_with_a_script_without_an_iteration_loop_is_a_one_line_error(tmp_path):
-    result = run_script(["-m", "benchmark.lab.host_syncs", "nonexistent.py"], cwd=tmp_path, timeout=60)
-    assert_one_line_error(result, "no such script")
     (tmp_path / "flat.py").write_text("print('no loop')\n")
-    result = run_script(["-m", "benchmark.lab.host_syncs", str(tmp_path / "flat.py")], cwd=tmp_path, timeout=60)
-    assert_one_line_error(result, "found no iteration loop")
+    missing, flat = run_each(  # one forked child each, see `run_each`
+        [
+            (["-m", "benchmark.lab.host_syncs", "nonexistent.py"], tmp_path),
+            (["-m", "benchmark.lab.host_syncs", str(tmp_path / "flat.py")], tmp_path),
+        ],
+        timeout=120,
+    )
+    assert_one_line_error(missing, "no such script")
+    assert_one_line_error(flat, "found no iteration loop")
 
 
 # ---------------------------------------------------------------- the multi-GPU update with 2 gloo ranks

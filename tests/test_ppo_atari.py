@@ -6,7 +6,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -22,9 +22,11 @@ from helpers import (
     read_scalars,
     run_on_terminal_until,
     run_script,
+    run_each,
+    FIRST_ON_PATH,
 )
 from helpers import start_script, stop_after, wait_for
-from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, logged_losses
+from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, TAGS as FIXED_TAGS
 
 import cleanrl_utils.vector_envs
 from benchmark.lab.host_syncs import exec_script
@@ -153,12 +155,94 @@ def test_script_vector_envs_use_same_step_autoreset(vector_env):
         envs.close()
 
 
+# ---------------------------------------------------------------- the short runs of the tests below, in one go
+
+MULTIGPU = "cleanrl/ppo_atari_multigpu.py"
+ONE_ITERATION = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
+TOO_MANY_THREADS = [
+    *ONE_ITERATION,
+    "--no-cuda",
+    "--total-timesteps",
+    "16",
+    "--torch-threads",
+    "200",
+    "--env-threads",
+    "200",
+]
+# `python -c CUT CHECKPOINT`: a real checkpoint cut short, as a full disk leaves it
+CUT = "import os, sys; assert os.path.getsize(sys.argv[1]) > 1_000_000; os.truncate(sys.argv[1], 100_000)"
+
+
+@pytest.fixture(scope="module")
+def short_runs(tmp_path_factory) -> dict[str, tuple[Path, list[subprocess.CompletedProcess[str]]]]:
+    """The short runs of the tests below that use them, made in one go, one forked child each (see `run_each`): per
+    test (and script), the folder it ran in and the results of its commands, run there in order."""
+    root = tmp_path_factory.mktemp("short_runs")
+    planned = {}  # name: the commands of its test, run in order in the folder root / name
+
+    def folder(name: str) -> Path:
+        (root / name).mkdir()
+        return root / name
+
+    for script in (SCRIPT, MULTIGPU):
+        cwd = folder(f"first_lines {Path(script).stem}")
+        planned[cwd.name] = [
+            [script, *ONE_ITERATION, "--total-timesteps", "20", "--runs-dir", str(cwd / "runs")],
+            [script, *ONE_ITERATION, "--total-timesteps", "32", "--no-cuda", "--runs-dir", str(cwd / "r2")],
+        ]
+        cwd = folder(f"threads {Path(script).stem}")
+        planned[cwd.name] = [[script, *TOO_MANY_THREADS, "--runs-dir", str(cwd / "runs")]]
+        cwd = folder(f"video {Path(script).stem}")
+        video = ["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128", "--capture-video"]
+        planned[cwd.name] = [[script, *video, "--runs-dir", str(cwd / "runs")]]
+    for i, (argv, _) in enumerate(BAD_INPUT):
+        planned[folder(f"bad {i}").name] = [[SCRIPT, *argv]]
+    cwd = folder("no_progress_bar")
+    planned[cwd.name] = [
+        [SCRIPT, "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "32", "--runs-dir", str(cwd)]
+    ]
+    cwd = folder("one_env")
+    model = str(cwd / "runs" / "one" / "ppo_atari.cleanrl_model")
+    planned[cwd.name] = [
+        [SCRIPT, "--num-envs", "1", "--num-steps", "64", "--total-timesteps", "256", "--save-model",
+         "--runs-dir", str(cwd / "runs"), "--run-name", "one"],
+        ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", model, "--eval-episodes", "2"],
+        ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", model, "--env-id", "PongNoFrameskip-v4"],
+    ]  # fmt: skip
+    cwd = folder("seed 8")
+    planned[cwd.name] = [[SCRIPT, *FIXED_RUN, "--seed", "8", "--runs-dir", str(cwd / "runs")]]
+    cwd = folder("uninterrupted")
+    planned[cwd.name] = [[SCRIPT, *FIXED_RUN, "--seed", str(FIXED_SEED), "--runs-dir", str(cwd / "runs")]]
+    cwd = folder("track")
+    (cwd / "fake").mkdir()  # wandb is optional and imported only when asked: one that cannot be imported
+    (cwd / "fake" / "wandb.py").write_text("raise ImportError('no wandb here')\n")
+    track = ["--track", "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "16"]
+    planned[cwd.name] = [["-c", FIRST_ON_PATH, str(cwd / "fake"), SCRIPT, *track, "--runs-dir", str(cwd / "runs")]]
+    cwd = folder("unreadable")
+    (cwd / "runs" / "garbage").mkdir(parents=True)
+    (cwd / "runs" / "garbage" / "checkpoint.pt").write_bytes(np.random.default_rng(0).bytes(4096))
+    base = [*UNREADABLE_RUN, "--runs-dir", str(cwd / "runs")]
+    planned[cwd.name] = [
+        [*base, "--run-name", "cut"],
+        ["-c", CUT, str(cwd / "runs" / "cut" / "checkpoint.pt")],
+        [*base, "--resume", "--run-name", "cut"],
+        [*base, "--resume", "--run-name", "garbage"],
+    ]
+
+    cases = [(args, root / name) for name, commands in planned.items() for args in commands]
+    results = iter(run_each(cases, env=FAST, timeout=900, train=True))
+    return {name: (root / name, [next(results) for _ in commands]) for name, commands in planned.items()}
+
+
 # ---------------------------------------------------------------- smoke runs as a user types them
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("vector_env", ["sync", "async"])
 def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
+    """The defaults but for the steps; with async envs one epoch of the update, which does not depend on the envs
+    (the sync run does CleanRL's 4)."""
+    epochs = ["--update-epochs", "1"] if vector_env == "async" else []
     result = run_script(
         [
             SCRIPT,
@@ -168,6 +252,7 @@ def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
             "4096",
             "--vector-env",
             vector_env,
+            *epochs,
             "--runs-dir",
             str(tmp_path / "runs"),
         ],
@@ -189,58 +274,26 @@ def test_breakout_4096_steps_writes_all_scalars(tmp_path, vector_env):
 
 
 @pytest.mark.slow
-def test_one_env_save_model_then_evaluate(tmp_path):
-    result = run_script(
-        [
-            SCRIPT,
-            "--num-envs",
-            "1",
-            "--num-steps",
-            "64",
-            "--total-timesteps",
-            "256",
-            "--save-model",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
+def test_one_env_save_model_then_evaluate(short_runs):
+    cwd, (result, evaluated, pong) = short_runs["one_env"]
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = find_run_dir(tmp_path / "runs")
-    model = run_dir / "ppo_atari.cleanrl_model"
+    model = cwd / "runs" / "one" / "ppo_atari.cleanrl_model"
     assert model.stat().st_size > 1_000_000  # the Nature CNN has 1.7M parameters
-    result = run_script(
-        ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model), "--eval-episodes", "2"],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("eval episode") == 2
-    assert "2 episodes: mean return" in result.stdout
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert evaluated.stdout.count("eval episode") == 2
+    assert "2 episodes: mean return" in evaluated.stdout
     # a model for Breakout (4 actions) does not fit Pong (6 actions): one-line error
-    result = run_script(
-        ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model), "--env-id", "PongNoFrameskip-v4"],
-        cwd=tmp_path,
-        timeout=120,
-        env=FAST,
-    )
-    assert_one_line_error(result, "does not fit")
+    assert_one_line_error(pong, "does not fit")
 
 
 @pytest.mark.slow
-def test_same_seed_gives_identical_losses(tmp_path):
+def test_same_seed_gives_identical_losses(short_runs):
     """Same seed, identical losses: test_fixed_seed.py runs seed 3 and requires exactly the recorded losses. Here the
     other half: that check can fail, another seed gives other losses (on the same steps)."""
     recorded = json.loads(FIXTURE.read_text())["ppo_atari"]
-    runs = tmp_path / "runs"
-    result = run_script(
-        [SCRIPT, *FIXED_RUN, "--seed", "8", "--runs-dir", str(runs)], cwd=tmp_path, timeout=300, env=FAST
-    )
+    cwd, (result,) = short_runs["seed 8"]
     assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = find_run_dir(runs)
+    run_dir = find_run_dir(cwd / "runs")
     for tag in ("losses/value_loss", "losses/policy_loss", "losses/approx_kl"):
         other = read_scalars(run_dir, tag)
         assert [step for step, _ in other] == [step for step, _ in recorded[tag]]
@@ -277,14 +330,9 @@ def test_progress_bar_on_a_terminal_and_sigterm_keeps_logs_and_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
+def test_no_progress_bar_when_stdout_is_not_a_terminal(short_runs):
     # covered by every other run: stdout is a pipe there; check one explicitly
-    result = run_script(
-        [SCRIPT, "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "32", "--runs-dir", str(tmp_path)],
-        cwd=tmp_path,
-        timeout=200,
-        env=FAST,
-    )
+    _, (result,) = short_runs["no_progress_bar"]
     assert result.returncode == 0, result.stderr[-2000:]
     assert "SPS=" not in result.stdout + result.stderr
     # instead a compact line after the first iteration (then every 30 s) and at the end: step, SPS, return, ETA
@@ -294,11 +342,9 @@ def test_no_progress_bar_when_stdout_is_not_a_terminal(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
-def test_first_lines_name_the_device_and_what_differs_from_the_arguments(tmp_path, script):
-    run = ["--num-envs", "1", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1"]
-    result = run_script([script, *run, "--total-timesteps", "20", "--runs-dir", str(tmp_path / "runs")],
-                        cwd=tmp_path, timeout=200, env=FAST)  # fmt: skip
+@pytest.mark.parametrize("script", [SCRIPT, MULTIGPU])
+def test_first_lines_name_the_device_and_what_differs_from_the_arguments(short_runs, script):
+    cwd, (result, no_cuda) = short_runs[f"first_lines {Path(script).stem}"]
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert lines[0].startswith("run ") and "cpu" in lines[0], lines[0]
@@ -307,39 +353,20 @@ def test_first_lines_name_the_device_and_what_differs_from_the_arguments(tmp_pat
     # no CUDA here (the tests run on CPU): --cuda, the default, says so in one line
     assert "note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)" in lines
     assert "note: --total-timesteps 20 is not a multiple of the batch (16): runs 16 steps" in lines
-    assert [s for s, _ in read_scalars(find_run_dir(tmp_path / "runs"), "losses/value_loss")] == [16]
-    result = run_script([script, *run, "--total-timesteps", "32", "--no-cuda", "--runs-dir", str(tmp_path / "r2")],
-                        cwd=tmp_path, timeout=200, env=FAST)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "2 iterations" in result.stdout and "note:" not in result.stdout.replace("note: single process", "")
+    assert [s for s, _ in read_scalars(find_run_dir(cwd / "runs"), "losses/value_loss")] == [16]
+    assert no_cuda.returncode == 0, no_cuda.stderr[-2000:]
+    assert "2 iterations" in no_cuda.stdout and "note:" not in no_cuda.stdout.replace("note: single process", "")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
-def test_more_threads_than_the_cores_are_capped_with_a_note(tmp_path, script):
+@pytest.mark.parametrize("script", [SCRIPT, MULTIGPU])
+def test_more_threads_than_the_cores_are_capped_with_a_note(short_runs, script):
     """200 torch threads on 2 cores made one 128-step iteration take minutes: a count above the cores this process
-    may use is capped there, and a note says so."""
+    may use is capped there, and a note says so (TOO_MANY_THREADS)."""
     cores = len(os.sched_getaffinity(0))
     if cores >= 200:
         pytest.skip("this machine has 200 cores or more")
-    run = [
-        "--num-envs",
-        "1",
-        "--num-steps",
-        "16",
-        "--num-minibatches",
-        "1",
-        "--update-epochs",
-        "1",
-        "--no-cuda",
-        "--total-timesteps",
-        "16",
-        "--torch-threads",
-        "200",
-        "--env-threads",
-        "200",
-    ]
-    result = run_script([script, *run, "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, timeout=200, env=FAST)
+    _, (result,) = short_runs[f"threads {Path(script).stem}"]
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     for flag in ("--env-threads", "--torch-threads"):
@@ -372,110 +399,66 @@ def test_the_rounding_note_is_silent_on_the_defaults_and_on_a_resume(tmp_path, s
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize(
-    "argv, fragment",
-    [
-        (["--env-id", "BreakoutNoFrameskip-v5"], "did you mean BreakoutNoFrameskip-v4"),
-        (["--env-id", "CartPole-v1"], "not an Atari game"),
-        (["--env-id", "Pendulum-v1"], "not an Atari game"),
-        (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"], "not divisible by --num-minibatches 4"),
-        (["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "100"], "smaller than one batch"),
-        (["--num-envs", "0"], "--num-envs must be positive"),
-        (["--num-steps", "-1"], "--num-steps must be positive"),
-        (["--total-timesteps", "0"], "--total-timesteps must be positive"),
-        (["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "1e2"], "--total-timesteps 100 is smaller"),
-        (["--total-timesteps", "2.5e-1"], "'2.5e-1' is not a whole number"),
-        (["--total-timesteps", "many"], "'many' is not a number"),
-        (["--seed", "1.5"], "'1.5' is not a whole number"),
-        (["--checkpoint-interval", "-1"], "--checkpoint-interval must be >= 0"),
-        (["--update-epochs", "0"], "--update-epochs must be positive"),
-        (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),
-    ],
-)
-@pytest.mark.slow
-def test_bad_input_is_a_one_line_error(tmp_path, argv, fragment):
-    result = run_script([SCRIPT, *argv], cwd=tmp_path, timeout=120, env=FAST)
-    assert_one_line_error(result, fragment)
-    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
-    assert not (tmp_path / "videos").exists()
+BAD_INPUT = [
+    (["--env-id", "BreakoutNoFrameskip-v5"], "did you mean BreakoutNoFrameskip-v4"),
+    (["--env-id", "CartPole-v1"], "not an Atari game"),
+    (["--env-id", "Pendulum-v1"], "not an Atari game"),
+    (["--num-envs", "3", "--num-steps", "5", "--num-minibatches", "4"], "not divisible by --num-minibatches 4"),
+    (["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "100"], "smaller than one batch"),
+    (["--num-envs", "0"], "--num-envs must be positive"),
+    (["--num-steps", "-1"], "--num-steps must be positive"),
+    (["--total-timesteps", "0"], "--total-timesteps must be positive"),
+    (["--num-envs", "2", "--num-steps", "64", "--total-timesteps", "1e2"], "--total-timesteps 100 is smaller"),
+    (["--total-timesteps", "2.5e-1"], "'2.5e-1' is not a whole number"),
+    (["--total-timesteps", "many"], "'many' is not a number"),
+    (["--seed", "1.5"], "'1.5' is not a whole number"),
+    (["--checkpoint-interval", "-1"], "--checkpoint-interval must be >= 0"),
+    (["--update-epochs", "0"], "--update-epochs must be positive"),
+    (["--runs-dir", "/etc/hostname/runs"], "cannot write the run directory"),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
-def test_capture_video_records_env_0(tmp_path, script):
-    result = run_script(
-        [
-            script,
-            "--num-envs",
-            "2",
-            "--num-steps",
-            "64",
-            "--total-timesteps",
-            "128",
-            "--capture-video",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        cwd=tmp_path,
-        timeout=300,
-        env=FAST,
-    )
+def test_bad_input_is_a_one_line_error(short_runs):
+    """Each input of BAD_INPUT: one `error:` line with its fragment, no traceback, and no run folder or videos where
+    it ran."""
+    for i, (argv, fragment) in enumerate(BAD_INPUT):
+        cwd, (result,) = short_runs[f"bad {i}"]
+        assert_one_line_error(result, fragment)
+        assert not (cwd / "runs").exists() or not any((cwd / "runs").iterdir()), argv
+        assert not (cwd / "videos").exists(), argv
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [SCRIPT, MULTIGPU])
+def test_capture_video_records_env_0(short_runs, script):
+    cwd, (result,) = short_runs[f"video {Path(script).stem}"]
     assert result.returncode == 0, result.stderr[-3000:]
-    run_name = find_run_dir(tmp_path / "runs").name
-    videos = list((tmp_path / "runs" / run_name / "videos").glob("*.mp4"))  # in the run's folder
+    run_name = find_run_dir(cwd / "runs").name
+    videos = list((cwd / "runs" / run_name / "videos").glob("*.mp4"))  # in the run's folder
     assert videos and all(v.stat().st_size > 1000 for v in videos)
-    assert not (tmp_path / "videos").exists()  # not where the command ran
+    assert not (cwd / "videos").exists()  # not where the command ran
 
 
 @pytest.mark.slow
-def test_track_without_wandb_is_a_one_line_error(tmp_path):
-    # wandb is optional and imported only when asked: make it unimportable for this run
-    (tmp_path / "fake").mkdir()
-    (tmp_path / "fake" / "wandb.py").write_text("raise ImportError('no wandb here')\n")
-    result = run_script(
-        [
-            SCRIPT,
-            "--track",
-            "--num-envs",
-            "1",
-            "--num-steps",
-            "16",
-            "--total-timesteps",
-            "16",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        cwd=tmp_path,
-        timeout=120,
-        env={**FAST, "PYTHONPATH": str(tmp_path / "fake")},
-    )
+def test_track_without_wandb_is_a_one_line_error(short_runs):
+    _, (result,) = short_runs["track"]  # with a wandb module that cannot be imported
     assert_one_line_error(result, "pip install -e '.[track]'")
 
 
 # ---------------------------------------------------------------- throughput settings
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
-def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, tmp_path):
-    """OMP_WAIT_POLICY must be PASSIVE before torch loads OpenMP (spinning workers starve the env threads)."""
-    code = (
-        "import sys; sys.argv = ['x']; import runpy, os; "
-        f"runpy.run_path({str(REPO_ROOT / script)!r}, run_name='not_main'); "
-        "import torch; print(os.environ.get('OMP_WAIT_POLICY'))"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    chosen = subprocess.run(
-        [sys.executable, "-c", code],
-        env=dict(env, OMP_WAIT_POLICY="ACTIVE"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert default.stdout.split()[-1] == "PASSIVE", default.stderr[-2000:]
-    assert chosen.stdout.split()[-1] == "ACTIVE", chosen.stderr[-2000:]
+def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, monkeypatch):
+    """OMP_WAIT_POLICY must be PASSIVE before torch loads OpenMP (spinning workers starve the env threads): the
+    script's first lines, run here (its __main__ block does not run), set it unless the user chose a policy."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    load_script(script, "omp_default_under_test")
+    assert os.environ.get("OMP_WAIT_POLICY") == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    load_script(script, "omp_chosen_under_test")
+    assert os.environ.get("OMP_WAIT_POLICY") == "ACTIVE"
 
 
 def test_network_gives_the_same_outputs_for_either_frame_layout():
@@ -497,14 +480,17 @@ def test_network_gives_the_same_outputs_for_either_frame_layout():
 
 
 @pytest.mark.slow
-def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
+def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path, short_runs):
     """The fixed-seed run of test_fixed_seed.py, stopped by SIGTERM after a checkpoint and resumed.
 
     Up to the stop it logs exactly the losses of the same run uninterrupted on this machine, bit for bit
     (checkpointing draws no random numbers); the resumed run continues the same step axis and learning-rate schedule
     and ends at the same iteration, global step and optimizer step count as the uninterrupted run.
     """
-    recorded = logged_losses(SCRIPT, tmp_path / "uninterrupted")
+    uninterrupted, (result,) = short_runs["uninterrupted"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = find_run_dir(uninterrupted / "runs")
+    recorded = {tag: [[step, value] for step, value in read_scalars(run_dir, tag)] for tag in FIXED_TAGS}
     batch, iterations, opt_steps = 128, 4, 4 * 4  # 4 envs x 32 steps; 4 epochs x 4 minibatches per iteration
     common = [SCRIPT, *FIXED_RUN, "--seed", str(FIXED_SEED), "--runs-dir", str(tmp_path / "runs"), "--run-name", "cut"]
     log = tmp_path / "first.log"
@@ -534,55 +520,50 @@ def test_sigterm_then_resume_ends_where_an_uninterrupted_run_ends(tmp_path):
 
 
 def test_resume_problems_are_one_line_errors(tmp_path):
+    """A resume of a run that does not exist, a resume of a checkpoint that is not one (cut short by a full disk,
+    say), and a start without --resume of a run that has a checkpoint; one forked child each (see `run_each`)."""
     runs = tmp_path / "runs"
-    base = [SCRIPT, "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "32", "--runs-dir", str(runs)]
-    result = run_script(base + ["--resume", "--run-name", "nothing"], cwd=tmp_path, timeout=120, env=FAST)
-    assert_one_line_error(result, "no checkpoint to resume in")
-    assert not (runs / "nothing").exists()
     (runs / "old").mkdir(parents=True)
-    (runs / "old" / "checkpoint.pt").write_bytes(b"not a checkpoint")  # e.g. cut short by a full disk
-    result = run_script(base + ["--resume", "--run-name", "old"], cwd=tmp_path, timeout=120, env=FAST)
-    assert_one_line_error(result, "cannot read the checkpoint")
-    result = run_script(base + ["--run-name", "old"], cwd=tmp_path, timeout=120, env=FAST)  # never overwritten
-    assert_one_line_error(result, "already has a checkpoint: pass --resume")
+    (runs / "old" / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    base = [SCRIPT, "--num-envs", "1", "--num-steps", "16", "--total-timesteps", "32", "--runs-dir", str(runs)]
+    nothing, unreadable, overwrite = run_each(
+        [
+            ([*base, "--resume", "--run-name", "nothing"], tmp_path),
+            ([*base, "--resume", "--run-name", "old"], tmp_path),
+            ([*base, "--run-name", "old"], tmp_path),
+        ],
+        env=FAST,
+    )
+    assert_one_line_error(nothing, "no checkpoint to resume in")
+    assert not (runs / "nothing").exists()
+    assert_one_line_error(unreadable, "cannot read the checkpoint")
+    assert_one_line_error(overwrite, "already has a checkpoint: pass --resume")  # never overwritten
+
+
+UNREADABLE_RUN = [
+    SCRIPT,
+    *"--num-envs 2 --num-steps 32 --num-minibatches 2 --update-epochs 1 --torch-threads 1".split(),
+]
+UNREADABLE_RUN += ["--no-progress-bar", "--total-timesteps", "64"]
 
 
 @pytest.mark.slow
-def test_an_unreadable_checkpoint_is_one_whole_line_that_quotes_torchs_first_sentence(tmp_path):
-    """A real checkpoint cut short (as a full disk leaves it) and a file of garbage bytes: the error quotes the first
-    sentence of torch's reason, whole (torch's longer text was cut at 200 characters mid-sentence, and for garbage
-    it advised `weights_only=False`, wrong here), and keeps the advice at its end."""
-    runs = tmp_path / "runs"
-    base = [
-        SCRIPT,
-        "--num-envs",
-        "2",
-        "--num-steps",
-        "32",
-        "--num-minibatches",
-        "2",
-        "--update-epochs",
-        "1",
-        "--torch-threads",
-        "1",
-        "--no-progress-bar",
-        "--total-timesteps",
-        "64",
-        "--runs-dir",
-        str(runs),
-    ]
-    result = run_script(base + ["--run-name", "cut"], cwd=tmp_path, timeout=300, env=FAST)
+def test_an_unreadable_checkpoint_is_one_whole_line_that_quotes_torchs_first_sentence(short_runs):
+    """A real checkpoint cut short (as a full disk leaves it: CUT, once it is over 1 MB) and a file of garbage bytes:
+    the error quotes the first sentence of torch's reason, whole (torch's longer text was cut at 200 characters
+    mid-sentence, and for garbage it advised `weights_only=False`, wrong here), and keeps the advice at its end."""
+    cwd, (result, cut, *resumed) = short_runs["unreadable"]
+    runs = cwd / "runs"
     assert result.returncode == 0, result.stderr[-2000:]
-    checkpoint = runs / "cut" / "checkpoint.pt"
-    assert checkpoint.stat().st_size > 1_000_000
-    os.truncate(checkpoint, 100_000)
-    (runs / "garbage").mkdir()
-    (runs / "garbage" / "checkpoint.pt").write_bytes(np.random.default_rng(0).bytes(4096))
-    for name, reason in (
-        ("cut", "PytorchStreamReader failed reading zip archive: failed finding central directory"),
-        ("garbage", "Weights only load failed"),
+    assert cut.returncode == 0, cut.stderr
+    for name, reason, result in zip(
+        ("cut", "garbage"),
+        (
+            "PytorchStreamReader failed reading zip archive: failed finding central directory",
+            "Weights only load failed",
+        ),
+        resumed,
     ):
-        result = run_script(base + ["--resume", "--run-name", name], cwd=tmp_path, timeout=120, env=FAST)
         assert_one_line_error(
             result,
             f"cannot read the checkpoint {runs / name / 'checkpoint.pt'} ({reason}); it is "

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,14 +13,13 @@ import pytest
 import torch
 from helpers import (
     CHART_TAGS,
+    FIRST_ON_PATH,
     LOSS_TAGS,
-    PPO_IMPORTS,
-    REPO_ROOT,
     assert_one_line_error,
     find_run_dir,
     load_script,
     read_scalars,
-    run_forked,
+    run_each,
     run_on_terminal_until,
     run_script,
 )
@@ -337,7 +335,7 @@ FAKE_MODULES = {
 @pytest.fixture(scope="module")
 def bad_input_runs(second_core, tmp_path_factory):
     """Every bad-input case as {case: (its working directory, its completed process)}, as a future; the cases run
-    one after the other in processes forked from one that imported the script's libraries (run_forked)."""
+    one after the other in processes forked from one that imported the script's libraries (run_each)."""
     tmp_path = tmp_path_factory.mktemp("bad_input")
 
     def job(case):
@@ -348,13 +346,12 @@ def bad_input_runs(second_core, tmp_path_factory):
             (fake / f"{name}.py").write_text(source)
         argv, _ = BAD_INPUT[case]
         runs_dir = [] if "--runs-dir" in argv else ["--runs-dir", str(cwd / "runs")]
-        python_path = {"PYTHONPATH": f"{fake}:{REPO_ROOT}"}
-        return {"args": [SCRIPT, *argv, *runs_dir], "cwd": str(cwd), "env": python_path, "path": [str(fake)]}
+        return ["-c", FIRST_ON_PATH, str(fake), SCRIPT, *argv, *runs_dir], cwd
 
     def run_all():
-        jobs = [job(case) for case in BAD_INPUT]
-        results = run_forked(jobs, PPO_IMPORTS, timeout=600, env=FAST)
-        return {case: (Path(j["cwd"]), result) for case, j, result in zip(BAD_INPUT, jobs, results)}
+        cases = [job(case) for case in BAD_INPUT]
+        results = run_each(cases, env=FAST, timeout=600)
+        return {case: (cwd, result) for case, (_, cwd), result in zip(BAD_INPUT, cases, results)}
 
     return second_core.submit(run_all)
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 import torch
-from helpers import PPO_IMPORTS, LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_forked, run_script
+from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_each, run_script
 from helpers import stop_after
 
 from cleanrl_utils.launch.runs import supports_resume, sweep_run_of
@@ -159,10 +159,8 @@ def test_resume_auto_starts_a_run_and_then_finds_it_complete(tmp_path):
     assert [step for step, _ in read_scalars(runs / "new", "losses/value_loss")] == [BATCH, 2 * BATCH]
 
     # the same command again (a requeued job), then without --resume: two processes forked from one that imported
-    # torch first (run_forked), one after the other
-    again, refused = run_forked(
-        [{"args": command, "cwd": str(tmp_path)}, {"args": command[:-2], "cwd": str(tmp_path)}], PPO_IMPORTS, 240, FAST
-    )
+    # torch first (run_each), one after the other
+    again, refused = run_each([(command, tmp_path), (command[:-2], tmp_path)], env=FAST, timeout=240)
     # the run is complete, nothing changes
     assert again.returncode == 0 and f"run new is complete: global step {2 * BATCH}" in again.stdout, again.stderr
     assert len(read_scalars(runs / "new", "losses/value_loss")) == 2

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, load_script, read_scalars, run_script, start_script, wait_for
+from helpers import REPO_ROOT, assert_one_line_error, load_script, read_scalars, start_script, wait_for, run_each
+
 
 from cleanrl_utils import distributed, elastic, resume
 
@@ -195,43 +196,30 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     assert (ckpt["env_id"], ckpt["global_step"], ckpt["settings"]["learning_rate"]) == ("PongNoFrameskip-v4", 640, 1e-3)
     assert steps(run_dir) == [BATCH * i for i in range(1, 21)]
 
+    # then, one forked child each (see `run_each`): a resume of the complete run; one with changed settings; one with
+    # a larger --total-timesteps; a start without --resume
+    where = ["--run-name", "cut", "--runs-dir", str(runs)]
+    changed = ["--learning-rate", "2e-3", "--clip-coef", "0.3", "--seed", "7", "--num-envs", "2"]
+    again, refused, longer, anew = run_each(
+        [
+            ([script, "--resume", *where], tmp_path),
+            ([script, "--resume", *where, *changed], tmp_path),
+            ([script, "--resume", *where, "--total-timesteps", str(22 * BATCH)], tmp_path),
+            ([script, *where], tmp_path),
+        ],
+        env=FAST,
+        train=True,
+    )
+
     # complete: says so, exits 0, changes nothing
-    again = run_script([script, "--resume", "--run-name", "cut", "--runs-dir", str(runs)], tmp_path, 120, FAST)
     assert again.returncode == 0 and "run cut is complete: global step 640" in again.stdout, again.stderr
 
     # changed settings: refused in one line naming every one of them
-    refused = run_script(
-        [
-            script,
-            "--resume",
-            "--run-name",
-            "cut",
-            "--runs-dir",
-            str(runs),
-            "--learning-rate",
-            "2e-3",
-            "--clip-coef",
-            "0.3",
-            "--seed",
-            "7",
-            "--num-envs",
-            "2",
-        ],
-        tmp_path,
-        120,
-        FAST,
-    )
     assert_one_line_error(refused, "--learning-rate 0.002 (the run has --learning-rate 0.001)")
     assert "--clip-coef 0.3" in refused.stderr and "--seed 7" in refused.stderr and "--num-envs" not in refused.stderr
     assert "in a cleanrl_utils.benchmark sweep: another --exp-name" in refused.stderr  # where a sweep names its runs
 
     # a larger --total-timesteps extends the finished run; the learning rate anneals to the new end
-    longer = run_script(
-        [script, "--resume", "--run-name", "cut", "--runs-dir", str(runs), "--total-timesteps", str(22 * BATCH)],
-        tmp_path,
-        300,
-        FAST,
-    )
     assert longer.returncode == 0, longer.stderr[-2000:]
     assert "note: resuming with --total-timesteps 704 (the run has --total-timesteps 640)" in longer.stdout
     assert "note: the learning rate now anneals to 0 at step 704" in longer.stdout
@@ -245,22 +233,25 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
     assert settings[-1][0] == 640 and "|total_timesteps|704|" in settings[-1][1]
 
     # a start without --resume never overwrites a run that has a checkpoint
-    again = run_script([script, "--run-name", "cut", "--runs-dir", str(runs)], tmp_path, 120, FAST)
-    assert_one_line_error(again, "already has a checkpoint: pass --resume")
+    assert_one_line_error(anew, "already has a checkpoint: pass --resume")
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_resume_without_a_checkpoint_and_no_empty_folder(script, tmp_path):
-    runs = tmp_path / "runs"
-    base = [script, *CUSTOM, "--runs-dir", str(runs), "--run-name", "new"]
-    # --resume: the run must exist (both scripts)
-    assert_one_line_error(run_script([*base, "--resume"], tmp_path, 120, FAST), "no checkpoint to resume in")
-    # a refused start leaves no run folder behind (a missing extra is checked before the folder is made)
+def test_resume_without_a_checkpoint_and_no_empty_folder(tmp_path):
+    """Both scripts (one forked child each, see `run_each`): --resume of a run that does not exist is refused in one
+    line, and a refused start (a missing extra, checked before the folder is made) leaves no run folder behind."""
+    # wandb made unimportable for the run
     code = (
         "import sys, runpy; sys.modules['wandb'] = None; sys.argv = sys.argv[1:]; "
         "runpy.run_path(sys.argv[0], run_name='__main__')"
     )
-    assert_one_line_error(
-        run_script(["-c", code, script, *base[1:], "--track"], tmp_path, 120, FAST), "--track needs wandb"
-    )
-    assert not runs.exists() or not list(runs.iterdir())
+    cases = []
+    for script in SCRIPTS:
+        cwd = tmp_path / script.split("/")[-1]
+        cwd.mkdir()
+        base = [script, *CUSTOM, "--runs-dir", str(cwd / "runs"), "--run-name", "new"]
+        cases += [([*base, "--resume"], cwd), (["-c", code, *base, "--track"], cwd)]
+    results = run_each(cases, env=FAST)
+    for (_, cwd), missing, track in zip(cases[::2], results[::2], results[1::2]):
+        assert_one_line_error(missing, "no checkpoint to resume in")
+        assert_one_line_error(track, "--track needs wandb")
+        assert not (cwd / "runs").exists() or not list((cwd / "runs").iterdir())

@@ -3,12 +3,15 @@ actions, an empty --runs-dir, and a checkpoint resumed with the wrong script. Ea
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script
+from helpers import REPO_ROOT, assert_one_line_error, start_script, run_each
 
 TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64", "--no-progress-bar", "--torch-threads", "1"]
 
@@ -31,38 +34,54 @@ def test_ctrl_c_at_any_moment_of_start_up_is_a_one_line_stop(tmp_path, script, d
     assert "interrupted while starting" in text or "stopped at global step" in text, text
 
 
+# `python -c LISTING FOLDER`: what is in the folder, as a sorted list
+LISTING = "import os, sys; print(sorted(os.listdir(sys.argv[1])))"
+
+
+@pytest.fixture(scope="module")
+def start_runs(tmp_path_factory) -> tuple[Path, list[subprocess.CompletedProcess[str]]]:
+    """One forked child each (see `run_each`): ppo_atari.py on an id with sticky actions; ppo.py's CartPole run `cp`,
+    what its folder holds, and ppo_atari.py resuming it. Their folder and results."""
+    root = tmp_path_factory.mktemp("start_runs")
+    runs = str(root / "runs")
+    cases = [
+        ["cleanrl/ppo_atari.py", "--env-id", "ALE/Breakout-v5", *TINY, "--runs-dir", str(root / "sticky")],
+        ["cleanrl/ppo.py", "--total-timesteps", "512", "--no-progress-bar", "--runs-dir", runs, "--run-name", "cp"],
+        ["-c", LISTING, str(root / "runs" / "cp")],
+        ["cleanrl/ppo_atari.py", "--resume", "--run-name", "cp", "--runs-dir", runs],
+    ]
+    return root, run_each([(args, root) for args in cases], timeout=600, train=True)
+
+
 @pytest.mark.slow
-def test_an_id_with_sticky_actions_runs_with_one_note_naming_cleanrls_id(tmp_path):
-    result = run_script(
-        ["cleanrl/ppo_atari.py", "--env-id", "ALE/Breakout-v5", *TINY, "--runs-dir", str(tmp_path / "runs")],
-        tmp_path,
-        timeout=300,
-    )
+def test_an_id_with_sticky_actions_runs_with_one_note_naming_cleanrls_id(start_runs):
+    result = start_runs[1][0]
     assert result.returncode == 0, result.stderr[-2000:]
     notes = [line for line in result.stdout.splitlines() if "sticky actions" in line]
     assert len(notes) == 1 and notes[0].startswith("note: ") and "BreakoutNoFrameskip-v4" in notes[0], notes
     assert "0.25" in notes[0]
 
 
-@pytest.mark.parametrize("script", ["cleanrl/ppo_atari.py", "cleanrl/ppo.py"])
-def test_an_empty_runs_dir_is_refused_before_anything_is_written(tmp_path, script):
-    result = run_script([script, "--runs-dir", "", "--total-timesteps", "64"], tmp_path, timeout=120)
-    assert_one_line_error(result, "--runs-dir is empty")
-    assert os.listdir(tmp_path) == []
+def test_an_empty_runs_dir_is_refused_before_anything_is_written(tmp_path):
+    """Both scripts (one forked child each, see `run_each`): one line, and nothing written where they ran."""
+    scripts = ["cleanrl/ppo_atari.py", "cleanrl/ppo.py"]
+    for script in scripts:
+        (tmp_path / Path(script).stem).mkdir()
+    cases = [
+        ([script, "--runs-dir", "", "--total-timesteps", "64"], tmp_path / Path(script).stem) for script in scripts
+    ]
+    for (_, cwd), result in zip(cases, run_each(cases, timeout=120)):
+        assert_one_line_error(result, "--runs-dir is empty")
+        assert os.listdir(cwd) == []
 
 
 @pytest.mark.slow
-def test_a_cartpole_checkpoint_resumed_with_the_atari_script_names_the_script_that_made_it(tmp_path):
-    runs = str(tmp_path / "runs")
-    made = run_script(
-        ["cleanrl/ppo.py", "--total-timesteps", "512", "--no-progress-bar", "--runs-dir", runs, "--run-name", "cp"],
-        tmp_path,
-        timeout=300,
-    )
+def test_a_cartpole_checkpoint_resumed_with_the_atari_script_names_the_script_that_made_it(start_runs):
+    root, (_, made, listing, result) = start_runs
     assert made.returncode == 0, made.stderr[-2000:]
-    before = sorted(os.listdir(os.path.join(runs, "cp")))
-    result = run_script(["cleanrl/ppo_atari.py", "--resume", "--run-name", "cp", "--runs-dir", runs], tmp_path, 120)
+    assert listing.returncode == 0, listing.stderr
     assert_one_line_error(result, "ppo.py")
     assert "--total-timesteps" not in result.stderr
     assert str(REPO_ROOT / "cleanrl" / "ppo.py") in result.stderr or "cleanrl/ppo.py" in result.stderr
-    assert sorted(os.listdir(os.path.join(runs, "cp"))) == before  # nothing written by the refused resume
+    # nothing written by the refused resume
+    assert sorted(os.listdir(root / "runs" / "cp")) == ast.literal_eval(listing.stdout)

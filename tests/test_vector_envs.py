@@ -18,7 +18,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import ATARI_IMPORTS, assert_one_line_error, find_run_dir, read_scalars, run_forked
+from helpers import assert_one_line_error, find_run_dir, read_scalars, run_each
 
 from cleanrl_utils.vector_envs import BACKENDS, make_atari_vector_env
 
@@ -286,7 +286,7 @@ BAD_OPTIONS = {
 def atari_runs(tmp_path_factory):
     """{"time split" or a fragment of BAD_OPTIONS: (its working directory, its completed process)}: ppo_atari.py runs,
     each `python cleanrl/ppo_atari.py ...` in a folder of its own, in processes forked from one that imported torch
-    first (run_forked)."""
+    first (run_each)."""
     root = tmp_path_factory.mktemp("atari_runs")
     cases = {"time split": TIME_SPLIT}
     for fragment, flags in BAD_OPTIONS.items():
@@ -296,7 +296,7 @@ def atari_runs(tmp_path_factory):
         (root / str(i)).mkdir()
         args = ["cleanrl/ppo_atari.py", *flags, "--runs-dir", str(root / str(i) / "runs"), "--no-progress-bar"]
         jobs.append({"args": args, "cwd": str(root / str(i))})
-    results = run_forked(jobs, ATARI_IMPORTS, timeout=600, env={})
+    results = run_each([(job["args"], job["cwd"]) for job in jobs], timeout=600, train=True)
     return {case: (root / str(i), result) for i, (case, result) in enumerate(zip(cases, results))}
 
 
