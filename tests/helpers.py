@@ -251,7 +251,7 @@ def run_each(
     timeout: float = 300,
     train: bool = False,
 ) -> list[subprocess.CompletedProcess[str]]:
-    """Run each `(args, cwd)` as `python ARGS...` in `cwd` (see `helpers.run_script`), in order, one forked child of
+    """Run each `(args, cwd)` as `python ARGS...` in `cwd` (see `run_script`), in order, one forked child of
     one process each; `train` also preloads what a training run loads. Returns their results, as `run_script`. (The
     children share the driver's hash seed: two runs that must agree bit for bit are better two processes.)"""
     cases = [([str(REPO_ROOT / a) if a.endswith(".py") and not os.path.isabs(a) else a for a in args], cwd)
