@@ -65,6 +65,26 @@ def test_tree_sampler_counts_the_cpu_of_each_rank_with_the_processes_it_started(
     assert tree.rank_cores_busy[1] == pytest.approx(tree.rank_cpu_seconds[1] / (tree._wall - tree._start))
 
 
+# a launcher that forks a worker which execs only later (as torchrun's workers do, in a shorter window): until the
+# exec the worker has the launcher's environment, without RANK
+LATE_EXEC = textwrap.dedent("""
+    import os, sys, time
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.5)
+        os.execve(sys.executable, [sys.executable, "-c", sys.argv[1]], dict(os.environ, RANK="0"))
+    os.waitpid(pid, 0)
+""")
+
+
+def test_tree_sampler_finds_a_rank_it_first_saw_before_the_worker_exec():
+    proc = subprocess.Popen([sys.executable, "-c", LATE_EXEC, BUSY], stdout=subprocess.PIPE, text=True)
+    with measured.TreeSampler(proc.pid, interval=0.1, cores=2) as tree:
+        out, _ = proc.communicate(timeout=60)
+    assert sorted(tree.rank_cpu_seconds) == [0]
+    assert tree.rank_cpu_seconds[0] == pytest.approx(float(out), rel=0.15)
+
+
 def test_tree_sampler_of_an_idle_process_is_near_zero():
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     with measured.TreeSampler(proc.pid, interval=0.1, cores=2) as tree:

@@ -110,7 +110,8 @@ class TreeSampler:
     """Samples, every `interval` seconds in the background, a process and all its descendants: the CPU time each
     used since the last sample (a process seen first: all of it; a process's last interval before it exits is lost),
     the machine's CPU %, the tree's resident memory, each GPU's utilisation (`gpus`: UUIDs), and the CPU seconds of
-    each torchrun rank's processes (``RANK`` in their environment; `rank_cpu_seconds`)."""
+    each torchrun rank's processes (``RANK`` in their environment; `rank_cpu_seconds`). A process's rank is read again
+    while it has none: one seen between its fork and its exec still has its parent's environment."""
 
     def __init__(self, pid: int, interval: float = 0.5, cores: Optional[int] = None, gpus: Sequence[str] = ()):
         self.root = psutil.Process(pid)
@@ -123,8 +124,8 @@ class TreeSampler:
         self.gpus = list(gpus)
         self.gpu: dict[str, list[float]] = {uuid: [] for uuid in self.gpus}
         self._last: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at the last sample
-        self._ranks: dict[tuple[int, float], Optional[int]] = {}  # (pid, create time) -> its RANK, None: not a rank's
-        self.rank_cpu_seconds: dict[int, float] = {}
+        self._ranks: dict[tuple[int, float], Optional[int]] = {}  # (pid, create time) -> its RANK, None: none (yet)
+        self._counted: dict[tuple[int, float], float] = {}  # (pid, create time) -> its CPU seconds counted
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._wall = time.perf_counter()
@@ -136,27 +137,24 @@ class TreeSampler:
             tree = [self.root] + self.root.children(recursive=True)
         except psutil.Error:
             return
-        used, rss, by_rank = 0.0, 0, {}
+        used, rss = 0.0, 0
         for proc in tree:
             try:
                 key = (proc.pid, proc.create_time())
                 times = proc.cpu_times()
                 rss += proc.memory_info().rss
-                if key not in self._ranks:
+                if self._ranks.get(key) is None:
                     self._ranks[key] = rank_of(proc)
             except psutil.Error:
                 continue
             now = times.user + times.system
-            used += now - self._last.get(key, 0.0)
-            if self._ranks[key] is not None:
-                rank = self._ranks[key]
-                by_rank[rank] = by_rank.get(rank, 0.0) + now - self._last.get(key, 0.0)
+            if count:
+                used += now - self._last.get(key, 0.0)
+                self._counted[key] = self._counted.get(key, 0.0) + now - self._last.get(key, 0.0)
             self._last[key] = now
         wall = time.perf_counter()
         if count:
             self.cpu_seconds += used
-            for rank, seconds in by_rank.items():
-                self.rank_cpu_seconds[rank] = self.rank_cpu_seconds.get(rank, 0.0) + seconds
             self.busy.append(used / max(wall - self._wall, 1e-9) / self.cores)
             self.machine_cpu.append(psutil.cpu_percent(None))
             self.peak_rss = max(self.peak_rss, rss)
@@ -174,6 +172,16 @@ class TreeSampler:
     def mean_busy(self) -> float:
         """CPU seconds of the tree / (wall seconds x cores) over the sampled time."""
         return self.cpu_seconds / max(self._wall - self._start, 1e-9) / self.cores
+
+    @property
+    def rank_cpu_seconds(self) -> dict[int, float]:
+        """CPU seconds each rank's processes used (from the first sample on), by rank."""
+        seconds: dict[int, float] = {}
+        for key, used in self._counted.items():
+            rank = self._ranks.get(key)
+            if rank is not None:
+                seconds[rank] = seconds.get(rank, 0.0) + used
+        return seconds
 
     @property
     def rank_cores_busy(self) -> dict[int, float]:
