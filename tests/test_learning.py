@@ -120,6 +120,29 @@ def test_verdicts_wait_for_a_spread_and_leave_the_baseline_out(tmp_path):
     assert "not a backend" in verdicts["sync_1env"]
 
 
+def test_a_stalled_seed_does_not_widen_the_rule_that_catches_stalls(tmp_path):
+    # envpool: one seed stalled, one learnt a lot, so the pooled seed-to-seed std is large (sqrt((0.02 + 84.5) / 2) =
+    # 6.5); multigpu_2ranks learnt as sync did (1 -> 4.5). The stall rule's scale is sync's own seeds (std 0.14), so
+    # the stalled seed fails and the run that learnt does not (on the pooled std, 3.5 < 2 x 6.5 called it stalled)
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "results" / "quick"
+    steps = np.arange(1, 501) * 1000
+    rising = (steps - 1) // 100_000 + 1.0  # window means 1, 2, 3, 4, 5
+    write_export(folder, "sync", 1, steps, rising)
+    write_export(folder, "sync", 2, steps, rising + 0.2)
+    write_export(folder, "envpool", 1, steps, np.full(500, 0.5))
+    write_export(folder, "envpool", 2, steps, rising * 3)
+    write_export(folder, "multigpu_2ranks", 1, steps, rising)
+    assert learning.report(args_for(tmp_path)) == 0
+    text = (tmp_path / "results.md").read_text()
+    verdicts = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
+    assert (
+        verdicts["envpool"].startswith("- **envpool**: FAILS: seed 1 stalled") and "seed 2" not in verdicts["envpool"]
+    )
+    assert "within seed noise of sync" in verdicts["multigpu_2ranks"] and "FAILS" not in verdicts["multigpu_2ranks"]
+    assert "seed-to-seed std 6.50 (2 degrees of freedom)" in verdicts["multigpu_2ranks"]  # the means' tolerance
+
+
 def test_bf16_profile_judges_against_float32_and_fails_a_regressed_run(tmp_path):
     pytest.importorskip("matplotlib")
     folder = tmp_path / "results" / "bf16"
@@ -748,3 +771,25 @@ def test_games_lost_outright_late_in_a_run_are_counted_and_replays_shown(tmp_pat
     write_long_export(tmp_path / "b" / "results" / "full-cpu", *long_curve("good"))
     (breakout,) = learning.load_exports(long_args(tmp_path / "b"))
     assert learning.lost_games_lines(breakout, 10_000_000, str(tmp_path / "b")) == []
+
+
+@pytest.mark.parametrize(
+    "profile, page", [("quick", "results.md"), ("bf16", "results_bf16.md"), ("full-cpu", "results_10m.md")]
+)
+def test_each_committed_results_page_is_what_its_generator_writes_from_the_committed_exports(
+    tmp_path, monkeypatch, profile, page
+):
+    # a copy of docs/ and the README (the full-length report rewrites its table), rebuilt where it lies: the page and the
+    # README come out as committed, so no rule or figure on them has drifted from the code
+    pytest.importorskip("matplotlib")
+    import shutil
+
+    import tyro
+    from helpers import REPO_ROOT
+
+    shutil.copytree(REPO_ROOT / "docs", tmp_path / "docs")
+    shutil.copy(REPO_ROOT / "README.md", tmp_path / "README.md")
+    monkeypatch.chdir(tmp_path)
+    assert learning.report(tyro.cli(learning.Args, args=["report", "--profile", profile])) == 0
+    for path in [f"docs/{page}", "README.md"]:
+        assert (tmp_path / path).read_text() == (REPO_ROOT / path).read_text(), f"{path}: run the report and commit it"

@@ -561,8 +561,15 @@ def seed_noise(by_config: dict[str, list[Finished]], total: int) -> tuple[float,
     return (float(np.sqrt(squares / dof)) if dof else float("nan")), dof
 
 
+def reference_noise(by_config: dict[str, list[Finished]], total: int, reference: str) -> float:
+    """The seed-to-seed std of `late_mean` over the reference's own seeds (the pooled one while it has fewer than 2):
+    the scale of the learning rule, which a stalled seed elsewhere must not widen."""
+    means = [late_mean(r, total) for r in by_config.get(reference, [])]
+    return float(np.std(means, ddof=1)) if len(means) > 1 else seed_noise(by_config, total)[0]
+
+
 def stalled_or_regressed(r: Finished, total: int, sigma: float) -> str | None:
-    """Why a run fails the learning rule (it stalled or regressed by more than 2 seed-to-seed stds), or None."""
+    """Why a run fails the learning rule (it stalled or regressed by more than 2 x `sigma`), or None."""
     means = window_means(r, total)
     if not late_mean(r, total) > means[0] + 2 * sigma:
         return f"seed {r.seed} stalled (last 200k steps {late_mean(r, total):.2f}, first window {means[0]:.2f})"
@@ -575,7 +582,8 @@ def verdict(
     name: str, runs: list[Finished], by_config: dict[str, list[Finished]], total: int, reference: str = "sync"
 ) -> str:
     """Within seed noise of the reference or not: the difference of the means over seeds of `late_mean` against 2
-    standard errors from the pooled seed-to-seed std; a run that stalled or regressed fails in any case."""
+    standard errors from the pooled seed-to-seed std; a run that stalled or regressed fails in any case
+    (`reference_noise`)."""
     if name == reference:
         return "the reference"
     if name in BASELINES:
@@ -597,7 +605,8 @@ def verdict(
         f"{seeds}; difference of the means {diff:+.2f}, tolerance {tolerance:.2f} = 2 standard errors from "
         f"the seed-to-seed std {sigma:.2f} ({dof} degrees of freedom)"
     )
-    failures = [why for r in runs if (why := stalled_or_regressed(r, total, sigma))]
+    scale = reference_noise(by_config, total, reference)
+    failures = [why for r in runs if (why := stalled_or_regressed(r, total, scale))]
     if failures:
         return f"FAILS: {'; '.join(failures)}; {figures}"
     return f"{'within' if abs(diff) <= tolerance else 'NOT within'} seed noise of {reference}: {figures}"
@@ -685,8 +694,9 @@ def report(args: Args) -> int:
             "standard deviation pooled over the configurations with 2 or more seeds (a two-sample t-test's footing; "
             "with so few seeds that deviation is itself very uncertain: its 95% interval spans 0.45x to 32x of the "
             "estimate at 1 degree of freedom, 0.52x to 6.3x at 2, 0.57x to 3.7x at 3). A run fails whatever the means "
-            "if it stalled (its last 200k steps not above its first 100k-step window by more than 2 seed-to-seed "
-            "standard deviations) or regressed (its last window below its best earlier one by more than that).",
+            f"if it stalled (its last 200k steps not above its first 100k-step window by more than 2 seed-to-seed "
+            f"standard deviations of {order[0]}, which a stalled seed elsewhere cannot widen; the pooled one while "
+            f"{order[0]} has one seed) or regressed (its last window below its best earlier one by more than that).",
             "",
             *verdicts,
             "",
