@@ -37,8 +37,9 @@ LOSS_TAGS = [
 
 
 def _command(args: Sequence[str], env: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
-    """``python ARGS...`` with script paths made absolute, and the environment to run it in."""
-    resolved = [str(REPO_ROOT / a) if a.endswith(".py") and not os.path.isabs(a) else a for a in args]
+    """``python ARGS...`` with the repository's scripts given relatively made absolute (any other argument as it is),
+    and the environment to run it in."""
+    resolved = [str(REPO_ROOT / a) if a.endswith(".py") and (REPO_ROOT / a).is_file() else a for a in args]
     full_env = dict(os.environ)
     full_env.setdefault("PYTHONUNBUFFERED", "1")
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH")) if p)
