@@ -173,12 +173,12 @@ class Check:
     def plan(self) -> list[tuple[str, str, Callable[[float], str]]]:
         """(name, key of LIMITS, function of the step's deadline) of every step, in the order run."""
         device = "cpu" if self.args.cpu else "cuda"
-        return [
+        steps = [
             ("versions", "versions", self.versions),
             (f"ppo_atari.py on {device}: 2 iterations, --save-model", "train", self.train_and_save),
             ("ppo_atari.py: SIGTERM stop (143, checkpoint)", "stop", self.stop_resume),
             (f"ppo_atari.py: --resume on {device}", "resume", lambda end: self.resume("stop", self.device_flag(), end)),
-            (f"ppo_atari.py: {device} checkpoint resumed with --no-cuda", "resume_cpu", self.resume_cpu),
+            ("ppo_atari.py: cuda checkpoint resumed with --no-cuda", "resume_cpu", self.resume_cpu),
             (f"eval CLI on {device}", "eval", self.evaluate),
             ("host syncs per rollout step and minibatch", "host_syncs", self.host_syncs),
             (
@@ -196,6 +196,8 @@ class Check:
             ("steady SPS: --bf16 vs float32 on the fastest eager run", "bf16", self.bf16),
             ("GPU utilisation during the fastest run", "gpu_use", self.gpu_use),
         ]
+        # with --cpu the resume step already resumed with --no-cuda
+        return [step for step in steps if not (self.args.cpu and step[1] == "resume_cpu")]
 
     def all_steps(self) -> None:
         for name, key, fn in self.plan():
@@ -333,8 +335,8 @@ class Check:
         return f"2 iterations, model and checkpoint saved, {m.wall_s:.0f} s"
 
     def stop_resume(self, end: float) -> str:
-        """SIGTERM after the first checkpoint: exit 143 with a checkpoint; the copy of that run is resumed twice
-        below (on the device and with --no-cuda)."""
+        """SIGTERM after the first checkpoint: exit 143 with a checkpoint; the run is resumed below on the device
+        and, on a GPU, a copy of it with --no-cuda."""
         log = self.workdir / "stop.log"
         flags = (self.device_flag(), "--run-name", "stop", "--checkpoint-interval", "1")
         args = self.ppo("runs_stop", self.sizes.long_iterations, *flags, num_steps=self.long_steps)
@@ -350,7 +352,8 @@ class Check:
         expect(int(stopped[-1]) < self.sizes.long_iterations, "the run ended before the stop reached it")
         run = self.workdir / "runs_stop" / "stop"
         expect((run / "checkpoint.pt").exists(), "no checkpoint after the stop")
-        shutil.copytree(run, self.workdir / "runs_stop" / "stop_cpu")
+        if not self.args.cpu:
+            shutil.copytree(run, self.workdir / "runs_stop" / "stop_cpu")
         self.figures["stopped_at_iteration"] = int(stopped[-1])
         return f"exit 143 after iteration {stopped[-1]} of {self.sizes.long_iterations}, checkpoint written"
 
