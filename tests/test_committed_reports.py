@@ -43,11 +43,12 @@ def test_the_committed_parallel_sampling_claims_are_what_their_generator_writes(
         assert rebuilt == (REPO_ROOT / path).read_text(), f"{path}: run the report and commit it"
 
 
-def test_the_committed_throughput_report_is_what_its_generator_writes(tmp_path):
+@pytest.mark.parametrize("tag", ["cpu2", "cpu2-xeon"])  # AMD EPYC; Intel Xeon with AMX
+def test_the_committed_throughput_report_is_what_its_generator_writes(tmp_path, tag):
     pytest.importorskip("matplotlib")
     shutil.copytree(REPO_ROOT / "docs" / "benchmarks", tmp_path / "benchmarks")
     throughput.main(
-        tyro.cli(throughput.Args, args=["--report-only", "--tag", "cpu2", "--out-dir", str(tmp_path / "benchmarks")])
+        tyro.cli(throughput.Args, args=["--report-only", "--tag", tag, "--out-dir", str(tmp_path / "benchmarks")])
     )
-    page = "throughput_cpu2.md"
+    page = f"throughput_{tag}.md"
     assert (tmp_path / "benchmarks" / page).read_text() == (REPO_ROOT / "docs" / "benchmarks" / page).read_text()
