@@ -493,7 +493,10 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     breakout = text[text.index(f"### {BREAKOUT}, envpool") : text.index(f"## {PONG}")]
     assert "| 9-10M | " in breakout and "so far" not in breakout  # a finished run's last window is whole
     # a finished run's wall hours, then what its top speed (the machine alone) needs for all its steps
-    assert "steps (300 SPS); at its top speed (310 SPS), the machine alone, about 8.96 h." in breakout
+    assert (
+        "steps (300 SPS); at its top speed (310 SPS), the machine alone, about 8.96 h; at the mean speed of its "
+        "parts not marked shared (300 SPS over 2.00 h of training), 9.26 h." in breakout
+    )
     assert "(the run has not finished: for orientation only)" in text
     # times to a return: the first game at which the mean of the last 20 reaches it; Pong's 18 not yet
     run = next(r for r in learning.load_exports(long_args(tmp_path)) if r.env_id == BREAKOUT)
@@ -550,12 +553,41 @@ def two_breakout_runs(tmp_path, bf16_shift: float, bf16_partial: bool = False):
 
 def test_bf16_is_level_with_float32_within_two_of_cleanrls_seed_deviations(tmp_path):
     _, game = two_breakout_runs(tmp_path / "near", 50.0)
-    (line,) = [x for x in learning.bf16_lines(game) if x]
+    (line,) = [x for x in learning.bf16_lines(game, 10_000_000) if x]
     assert "**bf16 against float32" in line and "level: " in line and "a difference of +50.00" in line
     assert "against 2 of CleanRL's seed standard deviations, 56.18" in line
+    # the windows side by side, bf16 first; the games part from the first (every return shifted by 50)
+    f32, bf16 = game
+    window = (f32.steps > 3_000_000) & (f32.steps <= 4_000_000)
+    means = f"{bf16.returns[window].mean():.2f} / {f32.returns[window].mean():.2f}"
+    assert f"; 3-4M {means}; " in line and "their games part after the first 0 " in line
     _, game = two_breakout_runs(tmp_path / "far", -60.0)
-    (line,) = [x for x in learning.bf16_lines(game) if x]
+    (line,) = [x for x in learning.bf16_lines(game, 10_000_000) if x]
     assert "not level (bf16 lower): " in line and "a difference of -60.00" in line
+
+
+def test_the_readme_says_both_verdicts_and_the_hours_alone_from_top_speed_to_unshared_mean(tmp_path):
+    pytest.importorskip("matplotlib")
+    folder, (f32, bf16) = two_breakout_runs(tmp_path, -20.0)
+    assert learning.processor("Intel(R) Xeon(R) Processor, 2 cores") == "Intel Xeon"
+    assert learning.processor("AMD EPYC, 2 cores") == "AMD EPYC"
+    # part 1 ran alone at 300 SPS for 7,190 s, part 2 at 150 (shared: under 85% of the top speed, 310)
+    assert learning.shared_parts(f32) == [False, True] and learning.alone_speed(f32) == (300.0, 7190.0)
+    span = f"{10_000_000 / 310 / 3600:.2f}-{10_000_000 / 300 / 3600:.2f} h (test cpu)"
+    assert learning.alone_hours(f32, 10_000_000) == span
+    (tmp_path / "README.md").write_text(f"intro\n{learning.README_START}\nold\n{learning.README_END}\nafter\n")
+    assert learning.report(long_args(tmp_path)) == 0
+    readme = (tmp_path / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| Breakout |"))
+    assert row.endswith(f"| PASS; bf16 PASS, level with float32 | {span}; bf16 {span} |")
+    means = [f"{r.returns[-100:].mean():.2f}" for r in (f32, bf16)]
+    said = readme.split("| BeamRider |")[1].split("\n\n")[1]
+    assert said.startswith(
+        f"At 10M steps on 2 CPU cores: Breakout passes ({means[0]}), and with `--bf16` passes too ({means[1]}, level "
+        "with float32); Pong has not started; BeamRider has not started. CleanRL's own runs took 4.40 h each"
+    )
+    text = (tmp_path / "results_10m.md").read_text()
+    assert "at the mean speed of its parts not marked shared (300 SPS over 2.00 h of training), " in text
 
 
 def test_time_to_a_score_per_run_as_it_went_and_alone_with_shared_parts_marked(tmp_path):
@@ -592,7 +624,7 @@ def test_a_partial_run_gets_no_verdict_anywhere(tmp_path):
     pytest.importorskip("matplotlib")
     _, (_, bf16) = two_breakout_runs(tmp_path, 100.0, bf16_partial=True)
     assert learning.long_verdict(bf16, 10_000_000) == "not finished (3,000,320 steps)"
-    (line,) = [x for x in learning.bf16_lines([*learning.load_exports(long_args(tmp_path))]) if x]
+    (line,) = [x for x in learning.bf16_lines([*learning.load_exports(long_args(tmp_path))], 10_000_000) if x]
     assert "no verdict until both runs have finished" in line and "level:" not in line
     assert learning.report(long_args(tmp_path)) == 0
     text = (tmp_path / "results_10m.md").read_text()

@@ -1061,6 +1061,12 @@ def long_game_section(r: Finished, total: int, lost: list[Finished], folder: str
         )
     elif top:  # shared parts make the wall hours overstate what the machine needs alone
         pace += f"; at its top speed ({top:.0f} SPS), the machine alone, about {hours(total / top)}"
+    alone = alone_speed(r)
+    if alone and top:  # the top speed is one part's; over all the unshared parts the machine drifts slower
+        pace += (
+            f"; at the mean speed of its parts not marked shared ({alone[0]:.0f} SPS over {hours(alone[1])} of "
+            f"training), {hours(total / alone[0])}"
+        )
     return [
         f"### {r.env_id}, {run_label(r)}: {long_verdict(r, total)}",
         "",
@@ -1099,6 +1105,26 @@ def shared_parts(r: Finished) -> list[bool]:
     """For each part of a run: whether it ran at less than `SHARED_BELOW` of the run's top speed (a busy machine)."""
     top = r.meta.get("top_sps") or 0.0
     return [bool(top and p.get("sps") and p["sps"] / top < SHARED_BELOW) for p in r.meta.get("parts", [])]
+
+
+def alone_speed(r: Finished) -> tuple[float, float] | None:
+    """(SPS, training seconds) over the parts not marked shared: the machine alone, averaged over all such parts
+    rather than taken from the fastest one."""
+    parts = [
+        p
+        for p, busy in zip(r.meta.get("parts", []), shared_parts(r))
+        if not busy and p.get("sps") and p.get("training_seconds")
+    ]
+    seconds = sum(p["training_seconds"] for p in parts)
+    return (sum(p["sps"] * p["training_seconds"] for p in parts) / seconds, seconds) if seconds else None
+
+
+def processor(machine: str) -> str:
+    """'Intel(R) Xeon(R) Processor, 2 cores' -> 'Intel Xeon'."""
+    name = machine.split(",")[0]
+    for word in ("(R)", "(TM)", " Processor", " CPU"):
+        name = name.replace(word, "")
+    return " ".join(name.split())
 
 
 def top_processor(r: Finished) -> str:
@@ -1151,7 +1177,14 @@ def time_to_score_lines(game: list[Finished], total: int) -> list[str]:
     ]
 
 
-def bf16_lines(game: list[Finished]) -> list[str]:
+def bf16_level(b: Finished, f: Finished) -> tuple[float, bool]:
+    """bf16's last-100 mean minus float32's, and whether that is level: within 2 of CleanRL's seed standard
+    deviations."""
+    diff = float(last_games(b).mean() - last_games(f).mean())
+    return diff, abs(diff) <= 2 * CLEANRL_10M[b.env_id][1]
+
+
+def bf16_lines(game: list[Finished], total: int) -> list[str]:
     """bf16 against float32 on one game: the difference of their last-100 means, with CleanRL's seed standard
     deviation as the scale; level when within 2 of them. No verdict while either run is partial."""
     by_config = {r.config: r for r in game}
@@ -1170,25 +1203,49 @@ def bf16_lines(game: list[Finished]) -> list[str]:
                 "",
             ]
             continue
-        diff = means[0] - means[1]
-        verdict = "level" if abs(diff) <= bound else f"not level (bf16 {'higher' if diff > 0 else 'lower'})"
+        diff, level = bf16_level(b, f)
+        verdict = "level" if level else f"not level (bf16 {'higher' if diff > 0 else 'lower'})"
+        pairs = [
+            f"{a.label} {a.mean:.2f} / {c.mean:.2f}"
+            for a, c in zip(window_checks(b, total), window_checks(f, total))
+            if a.games and c.games
+        ]
         lines += [
             head + f"{verdict}: the mean of the last {LAST_GAMES} games is {means[0]:.2f} against {means[1]:.2f}, "
-            f"a difference of {diff:+.2f} against 2 of CleanRL's seed standard deviations, {bound:.2f}.",
+            f"a difference of {diff:+.2f} against 2 of CleanRL's seed standard deviations, {bound:.2f}. "
+            "Per 1M-step window, bf16 / float32: " + "; ".join(pairs) + f". One seed each, and their games part after "
+            f"the first {leading_games_alike(b, f)} (bf16 rounds differently, and small differences grow): a window's "
+            "difference is the flag's and the training's own noise together.",
             "",
         ]
     return lines
 
 
+def alone_hours(r: Finished, total: int) -> str:
+    """Hours the machine alone needs for `total` steps: at the run's top speed to at its unshared parts' mean speed,
+    with the processor."""
+    top, alone = r.meta["top_sps"], alone_speed(r)
+    if r.partial:
+        span = f"{hours(total / top)} projected"
+    elif alone and abs(total / alone[0] - total / top) >= 0.005 * 3600:
+        span = f"{total / top / 3600:.2f}-{hours(total / alone[0])}"
+    else:
+        span = hours(total / top)
+    return f"{span} ({processor(top_processor(r))})"
+
+
 def readme_table(runs: list[Finished], env_ids: list[str], total: int) -> list[str]:
-    """The README's table: per game CleanRL's figure, the float32 and bf16 last-100 means, verdict, hours alone."""
+    """The README's table: per game CleanRL's figure, the float32 and bf16 last-100 means, verdicts, hours alone;
+    then two sentences: what the runs show, and how the hours read."""
     rows = [
         "| game | CleanRL 10M (mean ± std, 3 seeds) | float32 | bf16 | verdict | wall hours, machine alone |",
         "|---|---|---|---|---|---|",
     ]
+    said = []
     for env_id in env_ids:
         game = {r.config: r for r in runs if r.env_id == env_id}
         f, b = game.get("envpool"), game.get("envpool" + BF16_SUFFIX)
+        name = env_id.split("NoFrameskip")[0]
 
         def cell(r: Finished | None, missing: str) -> str:
             if r is None:
@@ -1199,21 +1256,43 @@ def readme_table(runs: list[Finished], env_ids: list[str], total: int) -> list[s
 
         mean, std = CLEANRL_10M[env_id]
         verdict = long_verdict(f, total).split(":")[0] if f else "—"
-        if f and verdict == "PASS" and last_games(f).mean() > level_interval(env_id)[1]:
-            verdict += " (above CleanRL's band)"
-        elif f and env_id in TWO_SIDED and not f.partial:
+        above = f is not None and not f.partial and last_games(f).mean() > level_interval(env_id)[1]
+        if f is None:
+            said.append(f"{name} has not started")
+        elif f.partial:
+            said.append(f"{name} has run {int(f.meta['steps']) / 1e6:.1f}M of its {total / 1e6:.0f}M steps")
+        elif env_id in TWO_SIDED:
             verdict += " (two-sided rule)"
+            where = "above CleanRL's band, " if above else ""
+            said.append(
+                f"{name} scored {last_games(f).mean():.2f}, {where}a {verdict.split()[0]} under the two-sided rule "
+                "it was judged by"
+            )
+        else:
+            verdict += " (above CleanRL's band)" if verdict == "PASS" and above else ""
+            said.append(f"{name} {'passes' if verdict.startswith('PASS') else 'fails'} ({last_games(f).mean():.2f})")
+        if b is not None and f is not None and not (b.partial or f.partial):
+            b_verdict = long_verdict(b, total).split(":")[0]
+            level = "level" if bf16_level(b, f)[1] else "not level"
+            verdict += f"; bf16 {b_verdict}, {level} with float32"
+            passes = ("passes" if b_verdict == "PASS" else "fails") + (" too" if verdict.startswith(b_verdict) else "")
+            said[-1] += f", and with `--bf16` {passes} ({last_games(b).mean():.2f}, {level} with float32)"
         alone = "; ".join(
-            f"{hours(total / r.meta['top_sps'])}{' (bf16' if r is b else ''}"
-            + (", projected" if r.partial and r is b else " projected" if r.partial else "")
-            + (")" if r is b else "")
+            ("bf16 " if r is b else "") + alone_hours(r, total)
             for r in (f, b)
             if r is not None and r.meta.get("top_sps")
         )
         rows.append(
-            f"| {env_id.split('NoFrameskip')[0]} | {mean:.2f} ± {std:.2f} | {cell(f, 'not started')} | {cell(b, '—')} | {verdict} | {alone or '—'} |"
+            f"| {name} | {mean:.2f} ± {std:.2f} | {cell(f, 'not started')} | {cell(b, '—')} | {verdict} | {alone or '—'} |"
         )
-    return rows
+    return [
+        *rows,
+        "",
+        f"At {total / 1e6:.0f}M steps on 2 CPU cores: " + "; ".join(said) + ". "
+        f"CleanRL's own runs took {hours(CLEANRL_10M_MINUTES * 60)} each on one GPU and 10 CPUs; the hours here are "
+        "this machine's alone, from the run's fastest part's speed to the mean speed of all its parts that did not "
+        "share the machine with other work.",
+    ]
 
 
 def report_long(args: Args) -> int:
@@ -1374,7 +1453,7 @@ def report_long(args: Args) -> int:
                     "",
                     *[x for r in game for x in long_game_section(r, total, lost, folder)],
                     *time_to_score_lines(game, total),
-                    *bf16_lines(game),
+                    *bf16_lines(game, total),
                 ]
             ],
             "## Runs and their parts",
