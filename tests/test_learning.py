@@ -507,7 +507,7 @@ def test_full_length_report_states_the_rule_first_and_labels_a_partial_run(tmp_p
     assert "| 0123456 |" in text and "test cpu, 2 cores" in text
     # the second part ran at half the top speed: shared
     assert (
-        f"| {PONG} | envpool | 2 | 2026-12-06T00:00:00 | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running "
+        f"| {PONG} | envpool | 2 | 2026-12-06T00:00:00 | test cpu | 2.00 h | 750,080 to 1,500,160 | 150 | 48% | shared, running "
         "when exported |" in text
     )
     assert f"Shared so far: {BREAKOUT} envpool part 2, {PONG} envpool part 2." in text

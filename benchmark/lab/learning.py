@@ -1348,8 +1348,8 @@ def report_long(args: Args) -> int:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     parts_table = [
-        "| game | run | part | started (UTC) | training hours | steps | SPS | share of the top speed | |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| game | run | part | started (UTC) | processor | training hours | steps | SPS | share of the top speed | |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     shared = []
     for r in runs:
@@ -1375,7 +1375,7 @@ def report_long(args: Args) -> int:
             speed = f"{part['sps']:.0f} | {share:.0%}" if share is not None else "— | —"
             parts_table.append(
                 f"| {r.env_id} | {r.config} | {k} | {part['started'].replace('+00:00', '')} | "
-                f"{hours(part.get('training_seconds') or 0.0)} | "
+                f"{processor(part.get('machine') or m['machine'])} | {hours(part.get('training_seconds') or 0.0)} | "
                 f"{part.get('steps_from', 0):,} to {part.get('steps_to', 0):,} | {speed} | {', '.join(notes)} |"
             )
     shared_note = (
