@@ -81,7 +81,7 @@ LAST_GAMES = 100  # a run's final return: the mean of its last 100 games, as Cle
 TRAILING = 20  # a return is reached at the first game where the mean of the last 20 games is at least that
 TOP_PART_SECONDS = 600  # a run's top speed: the SPS of its fastest part of at least this much training (minutes
 # drift by up to 1.8x, so the fastest half minute of a long run is well above what any part of it averages)
-SHARED_BELOW = 0.85  # a part slower than this share of the top speed ran on a machine busy with other work
+SHARED_BELOW = 0.85  # a part slower than this share of the top speed ran on a busy (or drifting) machine
 TWO_RANKS = ["torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=2", "cleanrl/ppo_atari_multigpu.py"]
 
 
@@ -1102,7 +1102,7 @@ def run_label(r: Finished) -> str:
 
 
 def shared_parts(r: Finished) -> list[bool]:
-    """For each part of a run: whether it ran at less than `SHARED_BELOW` of the run's top speed (a busy machine)."""
+    """For each part of a run: whether it ran at less than `SHARED_BELOW` of the run's top speed (a busy or drifting machine)."""
     top = r.meta.get("top_sps") or 0.0
     return [bool(top and p.get("sps") and p["sps"] / top < SHARED_BELOW) for p in r.meta.get("parts", [])]
 
@@ -1168,8 +1168,8 @@ def time_to_score_lines(game: list[Finished], total: int) -> list[str]:
         f"#### {env_id}: time to a score",
         "",
         f"Wall hours until the mean of the last {TRAILING} games first reached each score: as the run went (the "
-        "parts' training time; *shared parts* marks a figure that includes parts run while the machine was busy "
-        "with other work) and as the machine alone would have done it (the steps at that game over the run's top "
+        "parts' training time; *shared parts* marks a figure that includes parts marked shared below, run slower "
+        "than the machine's best) and as the machine alone would have done it (the steps at that game over the run's top "
         f"speed). Top speed: {speeds}.",
         "",
         *rows,
@@ -1290,8 +1290,8 @@ def readme_table(runs: list[Finished], env_ids: list[str], total: int) -> list[s
         "",
         f"At {total / 1e6:.0f}M steps on 2 CPU cores: " + "; ".join(said) + ". "
         f"CleanRL's own runs took {hours(CLEANRL_10M_MINUTES * 60)} each on one GPU and 10 CPUs; the hours here are "
-        "this machine's alone, from the run's fastest part's speed to the mean speed of all its parts that did not "
-        "share the machine with other work.",
+        "this machine's alone, from the run's fastest part's speed to the mean speed of all its parts not marked "
+        f"shared (a part run at under {SHARED_BELOW:.0%} of the top speed, on a busy or slower machine).",
     ]
 
 
@@ -1381,8 +1381,9 @@ def report_long(args: Args) -> int:
     shared_note = (
         f"Parts run at less than {SHARED_BELOW:.0%} of their run's top speed (the SPS of its fastest part of "
         f"{TOP_PART_SECONDS // 60} training minutes or more) are marked *shared*: the machine was busy with other "
-        "work during them. A run's work per step does not change along the run (the same network, batch and game), "
-        "so a slower part is a busier machine, and the wall hours of a run with shared parts overstate what the machine needs alone. "
+        "work during them, or slower with nothing else on it (a virtual machine's speed drifts over hours; the run "
+        "cannot tell the two apart). A run's work per step does not change along the run (the same network, batch "
+        "and game), so a slower part is a slower machine, and the wall hours of a run with shared parts overstate what the machine needs alone. "
         + (f"Shared so far: {', '.join(shared)}." if shared else "No part so far was shared.")
     )
 
