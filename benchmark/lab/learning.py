@@ -129,14 +129,15 @@ PROFILES: dict[str, dict] = {
         ],
     },
     # CleanRL's benchmark at full length on one CPU machine: its 3 games, 10M steps, seed 1, the fastest backend,
-    # and Breakout again with --bf16 (paired with the float32 run: the same seed and command but the flag); hours per
-    # run, so it runs in parts (`--max-hours`), each resuming the last one's checkpoint
+    # and each game again with --bf16 (paired with its float32 run: the same seed, backend and command but the flag,
+    # so the difference is the precision alone); hours per run, so it runs in parts (`--max-hours`), each resuming
+    # the last one's checkpoint
     "full-cpu": {
         "env_ids": ["BreakoutNoFrameskip-v4", "PongNoFrameskip-v4", "BeamRiderNoFrameskip-v4"],
         "total_timesteps": 10_000_000,
         "configs": [
             Config("envpool", tuple(SINGLE), ("--vector-env", "envpool"), (1,)),
-            Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1,), env_ids=(ENV_ID,)),
+            Config("envpool_bf16", tuple(SINGLE), ("--vector-env", "envpool", "--bf16"), (1,)),
         ],
     },
 }
@@ -149,7 +150,7 @@ class Args:
     profile as far as they are (partial exports of the runs in progress)"""
     profile: Literal["quick", "bf16", "full", "full-cpu"] = "quick"
     """`quick`: Breakout 500k steps per run (about an hour each on 2 cores); `full`: CleanRL's 10M-step benchmark
-    (a cluster's job); `full-cpu`: Breakout, Pong and BeamRider to 10M steps, seed 1 (and Breakout with --bf16), on this machine in parts"""
+    (a cluster's job); `full-cpu`: Breakout, Pong and BeamRider to 10M steps, seed 1, float32 and --bf16, on this machine in parts"""
     max_hours: float = 0.0
     """`run`: end this part after so many hours (the run checkpoints and stops; `run` again continues it); 0: no limit"""
     runs_dir: str = "runs/learning"
