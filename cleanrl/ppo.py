@@ -179,20 +179,76 @@ class Agent(nn.Module):
 
 
 def compute_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-    """GAE over [num_steps, num_envs]; `dones[t]` = 1: obs[t] starts an episode, so values[t] is not bootstrapped."""
-    num_steps = rewards.shape[0]
+    """GAE over a [num_steps, num_envs] rollout; `dones[t]`: `obs[t]` starts an episode (no bootstrap from it)."""
+    nextnonterminal = 1.0 - torch.cat([dones[1:], next_done.view(1, -1)])
+    nextvalues = torch.cat([values[1:], next_value.view(1, -1)])
+    deltas = rewards + gamma * nextvalues * nextnonterminal - values
     advantages = torch.zeros_like(rewards)
     lastgaelam = 0
-    for t in reversed(range(num_steps)):
-        if t == num_steps - 1:
-            nextnonterminal = 1.0 - next_done
-            nextvalues = next_value
-        else:
-            nextnonterminal = 1.0 - dones[t + 1]
-            nextvalues = values[t + 1]
-        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    for t in reversed(range(rewards.shape[0])):
+        advantages[t] = lastgaelam = deltas[t] + gamma * gae_lambda * nextnonterminal[t] * lastgaelam
     return advantages, advantages + values
+
+
+def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int):
+    """Per epoch, the index arrays of its minibatches (shuffled with numpy's global RNG, one epoch at a time)."""
+    b_inds = np.arange(batch_size)
+    size = batch_size // num_minibatches
+    for _ in range(update_epochs):
+        np.random.shuffle(b_inds)
+        yield [b_inds[start : start + size] for start in range(0, batch_size, size)]
+
+
+def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
+    """The PPO epochs (`epochs`: each one's minibatch index arrays); the last minibatch's losses by name."""
+    clipfracs = []
+    for minibatches in epochs:
+        for mb_inds in minibatches:
+            mb_inds = torch.from_numpy(mb_inds).to(b_obs.device, non_blocking=True)
+            _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+            logratio = newlogprob - b_logprobs[mb_inds]
+            ratio = logratio.exp()
+
+            with torch.no_grad():
+                # calculate approx_kl http://joschu.net/blog/kl-approx.html
+                old_approx_kl = (-logratio).mean()
+                approx_kl = ((ratio - 1) - logratio).mean()
+                clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]
+
+            mb_advantages = b_advantages[mb_inds]
+            if args.norm_adv:
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+            # Policy loss
+            pg_loss1 = -mb_advantages * ratio
+            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+            # Value loss
+            newvalue = newvalue.view(-1)
+            if args.clip_vloss:
+                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                v_clipped = b_values[mb_inds] + (newvalue - b_values[mb_inds]).clamp(-args.clip_coef, args.clip_coef)
+                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
+                v_loss = 0.5 * v_loss_max.mean()
+            else:
+                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+            entropy_loss = entropy.mean()
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+
+            optimizer.zero_grad()
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+            optimizer.step()
+
+        if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
+            break
+    stats = {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "old_approx_kl": old_approx_kl}
+    stats.update(approx_kl=approx_kl, clipfrac=torch.stack(clipfracs).double().mean(), grad_norm=grad_norm)  # unclipped
+    # a quantity added to `stats` is logged as losses/NAME; all come back from the device in one transfer
+    return dict(zip(stats, torch.stack([value.double() for value in stats.values()]).tolist()))
 
 
 if __name__ == "__main__":
@@ -317,6 +373,7 @@ if __name__ == "__main__":
             lrnow = frac * args.learning_rate
             optimizer.param_groups[0]["lr"] = lrnow
 
+        # ROLLOUT: one host sync per step, the actions the envs need
         for step in range(0, args.num_steps):
             global_step += args.num_envs
             obs[step] = next_obs
@@ -341,14 +398,14 @@ if __name__ == "__main__":
                 writer.add_scalar("charts/episodic_return", episodic_return, global_step)
                 writer.add_scalar("charts/episodic_length", int(infos["episode"]["l"][i]), global_step)
 
-        # bootstrap value if not done
+        # ADVANTAGE: bootstrap value if not done
         with torch.no_grad():
             next_value = agent.get_value(next_obs).reshape(1, -1)
-            advantages, returns = compute_gae(
-                torch.from_numpy(rewards).to(device, non_blocking=True), values,
-                torch.from_numpy(dones).to(device, non_blocking=True), next_value,
-                torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
-            )  # fmt: skip
+        advantages, returns = compute_gae(
+            torch.from_numpy(rewards).to(device, non_blocking=True), values,
+            torch.from_numpy(dones).to(device, non_blocking=True), next_value,
+            torch.from_numpy(next_done).to(device, non_blocking=True), args.gamma, args.gae_lambda,
+        )  # fmt: skip
 
         # flatten the batch
         b_obs = obs.reshape((-1,) + envs.single_observation_space.shape)
@@ -358,76 +415,21 @@ if __name__ == "__main__":
         b_returns = returns.reshape(-1)
         b_values = values.reshape(-1)
 
-        # Optimizing the policy and value network
-        b_inds = np.arange(args.batch_size)
-        clipfracs = []
-        for _epoch in range(args.update_epochs):
-            np.random.shuffle(b_inds)
-            for start in range(0, args.batch_size, args.minibatch_size):
-                end = start + args.minibatch_size
-                mb_inds = torch.from_numpy(b_inds[start:end]).to(device, non_blocking=True)  # no wait per minibatch
-
-                _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs[mb_inds], b_actions.long()[mb_inds])
-                logratio = newlogprob - b_logprobs[mb_inds]
-                ratio = logratio.exp()
-
-                with torch.no_grad():
-                    # calculate approx_kl http://joschu.net/blog/kl-approx.html
-                    old_approx_kl = (-logratio).mean()
-                    approx_kl = ((ratio - 1) - logratio).mean()
-                    clipfracs += [((ratio - 1.0).abs() > args.clip_coef).float().mean()]  # read back once per iteration
-
-                mb_advantages = b_advantages[mb_inds]
-                if args.norm_adv:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-
-                # Policy loss
-                pg_loss1 = -mb_advantages * ratio
-                pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
-                pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                # Value loss
-                newvalue = newvalue.view(-1)
-                if args.clip_vloss:
-                    v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                    v_clipped = b_values[mb_inds] + torch.clamp(
-                        newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
-                    )
-                    v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                    v_loss_max = torch.max(v_loss_unclipped, v_loss_clipped)
-                    v_loss = 0.5 * v_loss_max.mean()
-                else:
-                    v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                entropy_loss = entropy.mean()
-                loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
-
-                optimizer.zero_grad()
-                loss.backward()
-                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
-                optimizer.step()
-
-            if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
-                break
-
-        # every number logged below comes back from the device in one transfer
-        numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).tolist()
-        v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs = numbers
-        losses = {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "grad_norm": grad_norm}
-        stop_if_diverged(losses, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
+        # UPDATE: optimizing the policy and value network
+        epochs = minibatch_schedule(args.batch_size, args.num_minibatches, args.update_epochs)
+        stats = ppo_update(
+            agent, optimizer, args, b_obs, b_logprobs, b_actions.long(), b_advantages, b_returns, b_values, epochs
+        )
         y_pred, y_true = torch.stack([b_values, b_returns]).cpu().numpy()
         var_y = np.var(y_true)
         explained_var = np.nan if var_y == 0 else 1 - np.var(y_true - y_pred) / var_y
+        stop_if_diverged(stats, iteration, run_dir)  # NaN or inf: stop before anything is saved from it
 
         # TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-        writer.add_scalar("losses/value_loss", v_loss, global_step)
-        writer.add_scalar("losses/policy_loss", pg_loss, global_step)
-        writer.add_scalar("losses/entropy", entropy_loss, global_step)
-        writer.add_scalar("losses/old_approx_kl", old_approx_kl, global_step)
-        writer.add_scalar("losses/approx_kl", approx_kl, global_step)
-        writer.add_scalar("losses/clipfrac", np.mean(clipfracs), global_step)
+        for key, value in stats.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
         writer.add_scalar("charts/SPS", sps, global_step)
         progress.update(args.batch_size, sps, list(recent_returns))

@@ -187,7 +187,7 @@ def minibatch_schedule(batch_size: int, num_minibatches: int, update_epochs: int
 
 
 def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantages, b_returns, b_values, epochs):
-    """The PPO epochs (`epochs`: each one's minibatch index arrays); the last losses, in one transfer (no host syncs)."""
+    """The PPO epochs (`epochs`: each one's minibatch index arrays); the last minibatch's losses by name."""
     clipfracs = []
     for minibatches in epochs:
         for mb_inds in minibatches:
@@ -232,9 +232,10 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 
         if args.target_kl is not None and approx_kl > args.target_kl:  # one host sync per epoch
             break
-    numbers = torch.stack([v_loss, pg_loss, entropy_loss, old_approx_kl, approx_kl, grad_norm, *clipfracs]).tolist()
-    names = ["value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "grad_norm"]
-    return {**dict(zip(names, numbers)), "clipfrac": float(np.mean(numbers[6:]))}  # grad_norm: before clipping
+    stats = {"value_loss": v_loss, "policy_loss": pg_loss, "entropy": entropy_loss, "old_approx_kl": old_approx_kl}
+    stats.update(approx_kl=approx_kl, clipfrac=torch.stack(clipfracs).double().mean(), grad_norm=grad_norm)  # unclipped
+    # a quantity added to `stats` is logged as losses/NAME; all come back from the device in one transfer
+    return dict(zip(stats, torch.stack([value.double() for value in stats.values()]).tolist()))
 
 
 if __name__ == "__main__":
@@ -347,6 +348,7 @@ if __name__ == "__main__":
         # ROLLOUT: one host sync per step, the actions the envs need
         rollout_start, env_seconds, episodes = time.perf_counter(), 0.0, []
         for step in range(0, args.num_steps):
+            global_step += args.num_envs
             obs[step] = next_obs
             dones[step] = next_done
 
@@ -367,8 +369,8 @@ if __name__ == "__main__":
             rewards[step] = host_reward.to(device, non_blocking=True)
             if "episode" in infos.get("final_info", {}):  # full games (all lives) that ended on this step
                 game, ended = infos["final_info"]["episode"], infos["final_info"]["_episode"]
-                episodes += zip(game["r"][ended].tolist(), game["l"][ended].tolist())
-        global_step += args.batch_size
+                for episodic_return, episodic_length in zip(game["r"][ended].tolist(), game["l"][ended].tolist()):
+                    episodes.append((episodic_return, episodic_length, global_step))  # logged at this step
         learn_start = time.perf_counter()
 
         # ADVANTAGE: bootstrap value if not done
@@ -401,11 +403,11 @@ if __name__ == "__main__":
 
         # LOGGING: TRY NOT TO MODIFY: record rewards for plotting purposes
         sps = int((global_step - start_step) / (time.time() - start_time))
-        recent_returns = (recent_returns + [episodic_return for episodic_return, _ in episodes])[-20:]
+        recent_returns = (recent_returns + [episodic_return for episodic_return, *_ in episodes])[-20:]
         progress.update(args.batch_size, sps, recent_returns)
-        for episodic_return, episodic_length in episodes:  # the games that ended in this rollout
-            writer.add_scalar("charts/episodic_return", episodic_return, global_step)
-            writer.add_scalar("charts/episodic_length", episodic_length, global_step)
+        for episodic_return, episodic_length, ended_at in episodes:  # each game that ended, at its step
+            writer.add_scalar("charts/episodic_return", episodic_return, ended_at)
+            writer.add_scalar("charts/episodic_length", episodic_length, ended_at)
         writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
         for key, value in stats.items():
             writer.add_scalar(f"losses/{key}", value, global_step)

@@ -4,9 +4,12 @@
 
 downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository) through
 huggingface_hub (its cache, its token) and evaluates it: a model of this project's scripts or of CleanRL's
-(`agent.state_dict()` alone: the game is --env-id). Needs '.[hub]'.
+(`agent.state_dict()` alone: the game is --env-id). The network is the `Agent` of `cleanrl/{exp_name}.py`, as in
+CleanRL, or of the script that trained the model, or of --script. --hf-repository may also be a repository's folder
+on this machine (`push` writes one in the run: `runs/RUN/huggingface`). Needs '.[hub]'.
 """
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -21,14 +24,17 @@ from cleanrl_utils.validation import check_extras, check_positive, fail
 
 @dataclass
 class Args:
-    exp_name: str = "ppo_atari"
-    """the name of the script that trained the model (e.g. ppo_atari, ppo); its file is `{exp_name}.cleanrl_model`"""
+    exp_name: Optional[str] = None
+    """the name of the script that trained the model (default: ppo_atari; its file is `{exp_name}.cleanrl_model`):
+    `cleanrl/{exp_name}.py` builds the network if it is there, else the script the model records"""
+    script: Optional[str] = None
+    """the training script whose `Agent` the weights load into (default: see --exp-name)"""
     seed: int = 1
     """the seed of the training run (in the repository's name)"""
     hf_entity: str = "cleanrl"
     """the user or org name of the model repository from the Hugging Face Hub"""
     hf_repository: Optional[str] = None
-    """the model repository, ENTITY/NAME (default: `{hf_entity}/{env_id}-{exp_name}-seed{seed}`)"""
+    """the model repository, ENTITY/NAME (default: `{hf_entity}/{env_id}-{exp_name}-seed{seed}`), or its folder here"""
     env_id: str = "BreakoutNoFrameskip-v4"
     """the id of the environment (CleanRL's model files do not say it)"""
     eval_episodes: int = 10
@@ -46,12 +52,20 @@ if __name__ == "__main__":
     check_positive(eval_episodes=args.eval_episodes)
     check_extras(capture_video=args.capture_video)
     check_hub_installed("cleanrl_utils.enjoy")
-    repo_id = args.hf_repository or f"{args.hf_entity}/{args.env_id}-{args.exp_name}-seed{args.seed}"
-    model_path = download_model(
-        repo_id,
-        f"{args.exp_name}.cleanrl_model",
-        "--hf-repository" if args.hf_repository else "the repository id ({hf_entity}/{env_id}-{exp_name}-seed{seed})",
-    )
+    exp_name = args.exp_name or "ppo_atari"
+    repo_id = args.hf_repository or f"{args.hf_entity}/{args.env_id}-{exp_name}-seed{args.seed}"
+    if os.path.isdir(repo_id):  # a repository's folder on this machine
+        model_path = os.path.join(repo_id, f"{exp_name}.cleanrl_model")
+        if not os.path.isfile(model_path):
+            fail(f"{repo_id} has no {exp_name}.cleanrl_model: pass the --exp-name of the script that trained it")
+    else:
+        model_path = download_model(
+            repo_id,
+            f"{exp_name}.cleanrl_model",
+            "--hf-repository"
+            if args.hf_repository
+            else "the repository id ({hf_entity}/{env_id}-{exp_name}-seed{seed})",
+        )
     print(f"{repo_id}: {model_path}", flush=True)
     returns = evaluate(
         model_path,
@@ -59,6 +73,8 @@ if __name__ == "__main__":
         args.eval_episodes,
         device=pick_device(args.cuda),
         video_dir=args.video_dir if args.capture_video else None,
+        script=args.script,
+        exp_name=args.exp_name,
     )
     if not returns:
         fail("no game finished")

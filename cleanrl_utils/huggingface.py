@@ -38,17 +38,9 @@ from cleanrl_utils.validation import check_positive, fail
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
-# settings the scripts compute (not flags), and the push's own: left out of the command that trains the model again
-NOT_FLAGS = {
-    "batch_size",
-    "minibatch_size",
-    "num_iterations",
-    "world_size",
-    "local_batch_size",
-    "local_minibatch_size",
-    "upload_model",
-    "hf_entity",
-} | RUN_IDENTITY
+# the push's own settings and where the run is: left out of the command that trains the model again (as are the
+# settings the script computes, `tyro.conf.Suppress` in its `Args`: the checkpoint lists them)
+NOT_FLAGS = {"upload_model", "hf_entity"} | RUN_IDENTITY
 LOGIN = "log in with `hf auth login` (`huggingface-cli login` in older huggingface_hub) or set HF_TOKEN"
 
 
@@ -162,7 +154,8 @@ def sha256(path: str) -> str:
 
 
 def read_run(run_dir: str) -> tuple[str, dict, dict]:
-    """The run's model file, what it holds, and the run's settings (from its checkpoint)."""
+    """The run's model file, what it holds, and the run's settings (from its checkpoint; the computed ones, not
+    flags, are listed under `"computed"`)."""
     import torch
 
     from cleanrl_utils.evals.ppo_eval import load_checkpoint
@@ -181,16 +174,25 @@ def read_run(run_dir: str) -> tuple[str, dict, dict]:
         fail(
             f"{run_dir} has no {CHECKPOINT_FILE}: the model card's hyperparameters are the run's settings stored there"
         )
-    settings = torch.load(checkpoint_path, map_location="cpu", weights_only=True).get("settings") or {}
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
+    settings = checkpoint.get("settings") or {}
     model = load_checkpoint(models[0])
     if not model.get("env_id") or not settings:
         fail(f"{models[0]} is not a model saved by this project's scripts (no env id or settings); push a run's model")
-    return models[0], model, settings
+    if "computed" not in checkpoint:  # a checkpoint of an older version: its script's `Args` say which
+        from cleanrl_utils.evals.ppo_eval import agent_script
+        from cleanrl_utils.script_shape import computed_fields, load_module
+
+        script = agent_script(model, models[0], model["env_id"], None, None)
+        checkpoint["computed"] = computed_fields(load_module(script).Args)
+    return models[0], {**model, "computed": sorted(checkpoint["computed"])}, settings
 
 
-def training_command(script: str, settings: dict) -> str:
-    """The command that trains the model again: every setting of the run as a flag (so no default can change it)."""
-    flags = [flag_text(name, value) for name, value in settings.items() if name not in NOT_FLAGS and value is not None]
+def training_command(script: str, settings: dict, computed: list[str]) -> str:
+    """The command that trains the model again: every flag of the run (so no default can change it), but not the
+    settings its script computes (`computed`)."""
+    left_out = NOT_FLAGS | set(computed)
+    flags = [flag_text(name, value) for name, value in settings.items() if name not in left_out and value is not None]
     return f"python cleanrl/{script} {' '.join(flags)}"
 
 
@@ -246,7 +248,7 @@ python -m cleanrl_utils.evals.ppo_eval --hf-repository {repo_id} --exp-name {exp
 `{script}` in this repository is the script as it ran; in a checkout of cleanrl-throughput:
 
 ```bash
-{training_command(script, settings)}
+{training_command(script, settings, model["computed"])}
 ```
 
 # Hyperparameters

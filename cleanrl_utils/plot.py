@@ -14,6 +14,7 @@ last 100 episodes; then mean +- std over seeds) and the runtime of each configur
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections import defaultdict
@@ -50,8 +51,8 @@ class Args:
 
 
 # Logged hyperparameters that do not make two runs different experiments: the seed, names and paths, logging
-# and bookkeeping switches, and sizes computed from other flags (they differ only when those do). Everything else
-# that differs between runs of one script splits them into groups.
+# and bookkeeping switches (and the settings the script computes from its flags: `computed_settings`). Everything
+# else that differs between runs of one script splits them into groups.
 NOT_CONFIGURATION = frozenset(
     {
         "seed",
@@ -70,11 +71,6 @@ NOT_CONFIGURATION = frozenset(
         "dist_timeout",
         "rank",
         "local_rank",
-        "batch_size",
-        "minibatch_size",
-        "num_iterations",
-        "local_batch_size",
-        "local_minibatch_size",
     }
 )
 
@@ -184,10 +180,27 @@ def configuration_labels(runs: list[RunCurve]) -> dict[str, str]:
     for exp_name, script_runs in by_script.items():
         keys = sorted({k for r in script_runs for k in r.hyperparameters} - NOT_CONFIGURATION)
         differing = [k for k in keys if len({r.hyperparameters.get(k, "?") for r in script_runs}) > 1]
+        if differing:  # settings the script computed from its flags (batch sizes...) follow the flags that differ
+            computed = computed_settings([r.path for r in script_runs])
+            differing = [k for k in differing if k not in computed]
         for run in script_runs:
             settings = ", ".join(f"{k}={run.hyperparameters.get(k, '?')}" for k in differing)
             labels[run.path] = f"{exp_name} ({settings})" if settings else exp_name
     return labels
+
+
+def computed_settings(run_dirs: list[str]) -> set[str]:
+    """The settings the runs' scripts compute at runtime, not flags (each run's checkpoint lists them)."""
+    import torch
+
+    from cleanrl_utils.resume import CHECKPOINT_FILE
+
+    names: set[str] = set()
+    for path in (os.path.join(run_dir, CHECKPOINT_FILE) for run_dir in run_dirs):
+        if os.path.exists(path):
+            with contextlib.suppress(Exception):  # a damaged checkpoint: its run is still plotted
+                names.update(torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("computed", ()))
+    return names
 
 
 def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:

@@ -21,6 +21,7 @@ import torch
 import tyro
 
 from cleanrl_utils.runlock import hold_run_folder
+from cleanrl_utils.script_shape import computed_fields
 from cleanrl_utils.validation import check_name, fail, run_name_stem
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -110,6 +111,10 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
     ckpt["state"] = {k: v if isinstance(v, torch.Tensor) else v.state_dict() for k, v in state.items()}
     ckpt["recent_returns"] = list(recent_returns)
     ckpt["settings"] = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()}
+    ckpt["computed"] = sorted(
+        computed_fields(type(args))
+    )  # settings that are not flags (a command rebuilt leaves them)
+    ckpt["script_path"] = os.path.abspath(sys.argv[0])  # the script that ran: the eval tools build its Agent
     atomic_save(ckpt, path)
 
 
@@ -123,6 +128,7 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
                 "env_id": args.env_id,
                 "exp_name": args.exp_name,
                 "script": os.path.basename(script),
+                "script_path": os.path.abspath(script),
                 "source": source.read(),
             },
             path,
@@ -284,7 +290,8 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     ckpt = read_checkpoint(path, script)
     # parsed again with the stored settings as defaults: a flag given another value is refused unless it may change
     stored = ckpt.get("settings") or {}
-    kept = {f.name: stored[f.name] for f in dataclasses.fields(args_type) if f.name in stored.keys() - RUN_IDENTITY}
+    flags = stored.keys() - RUN_IDENTITY - computed_fields(args_type)  # computed settings: computed again
+    kept = {f.name: stored[f.name] for f in dataclasses.fields(args_type) if f.name in flags}
     args = tyro.cli(args_type, args=argv, default=args_type(**kept))
     changed = [
         (name, f"{flag_text(name, getattr(args, name))} (the run has {flag_text(name, old)})")
@@ -298,7 +305,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         print(f"note: resuming with {note}", flush=True)
     iteration, batch_size, total = ckpt["iteration"], ckpt["batch_size"], args.total_timesteps
     if iteration >= total // batch_size:
-        made_by = os.path.join(os.path.dirname(script), f"{ckpt.get('exp_name')}.py")  # (its default exp_name)
+        made_by = ckpt.get("script_path") or os.path.join(os.path.dirname(script), f"{ckpt.get('exp_name')}.py")
         if os.path.exists(made_by) and not os.path.samefile(made_by, script):
             fail(f"{path} is of a run of {os.path.basename(made_by)}, not this script: resume it with {made_by}")
         longer = "resume it with a larger --total-timesteps (in a cleanrl_utils.benchmark sweep, another --exp-name)"

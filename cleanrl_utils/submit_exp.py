@@ -52,8 +52,8 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.validation import check_positive, fail
-from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, supports_resume
-from cleanrl_utils.launch.runs import sweep_run_of
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, sweep_run_of
+from cleanrl_utils.script_shape import read_script
 
 # vCPUs, memory (GiB), GPUs of the instance types multi-node jobs commonly use
 INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
@@ -133,7 +133,8 @@ class Args:
     nproc_per_node: Optional[int] = None
     """training processes per node (unset: the GPUs per node, 1 without GPUs)"""
     launcher: Literal["auto", "torchrun", "python"] = "auto"
-    """how a node starts the script: torchrun, python, or auto (torchrun if the script name contains `multigpu`)"""
+    """how a node starts the script: torchrun, python, or auto (torchrun for a torch.distributed script, one that
+    starts with `start_rank_run` as cleanrl/ppo_atari_multigpu.py and its copies do)"""
     provider: Literal["aws", "local", "slurm"] = "aws"
     """where the runs go: AWS Batch, N simulated nodes on this machine, or a Slurm cluster"""
     dry_run: bool = False
@@ -245,7 +246,8 @@ def parse_job(args: Args) -> Job:
     argv = tokens[1:]
     script = argv[1] if argv[0] == "-m" and len(argv) > 1 else argv[0]
     module = argv[0] == "-m"  # `python -m cleanrl.ppo_atari`: the file cleanrl/ppo_atari.py
-    checked = check_script_flags(script.replace(".", "/") + ".py" if module else script, argv[1 + module :])
+    path = script.replace(".", "/") + ".py" if module else script
+    shape, checked = read_script(path), check_script_flags(path, argv[1 + module :])
     if not checked and args.provider != "local":  # run here, a local job says what is wrong with its flags at once
         print(
             f"note: {script} is not a training script of this project found here: its flags are checked only when "
@@ -253,7 +255,7 @@ def parse_job(args: Args) -> Job:
             file=sys.stderr,
             flush=True,
         )
-    torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and "multigpu" in script)
+    torchrun = args.launcher == "torchrun" or (args.launcher == "auto" and shape is not None and shape.torchrun)
     if args.num_nodes > 1 and not torchrun:
         fail(
             f"--num-nodes {args.num_nodes} needs a torch.distributed script started by torchrun (e.g. "
@@ -263,7 +265,7 @@ def parse_job(args: Args) -> Job:
     env_id = env_id or next((t.split("=", 1)[1] for t in tokens if t.startswith("--env-id=")), None)
     stem = Path(script).stem.replace(".", "-")
     name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{stem}-{env_id}" if env_id else stem)
-    resumable = supports_resume(script)
+    resumable = shape is not None and shape.resumes
     if args.provider == "aws" and resumable and args.efs_file_system_id:
         if any(t == "--runs-dir" or t.startswith("--runs-dir=") for t in tokens):
             fail("--command must not set --runs-dir with --efs-file-system-id: the runs go to --efs-runs-dir")

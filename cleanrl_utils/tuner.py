@@ -36,6 +36,7 @@ import tyro
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.processes import own_group, stop_process_groups
 from cleanrl_utils.launch.runs import check_script_flags, flag_value, make_dir, print_table
+from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.run_events import EventFollower
 from cleanrl_utils.validation import check_env_id, check_name, fail
 
@@ -350,11 +351,10 @@ class Tuner:
         words = flag_words(params)
         trial.set_user_attr("command", shlex.join(["python", self.script, *words]))
         threads = self.threads_per_run(num_seeds)
-        thread_words = []
-        if script_has_field(self.script, "torch_threads") and "--torch-threads" not in words:
-            thread_words += ["--torch-threads", str(threads)]
-        if script_has_field(self.script, "env_threads") and "--env-threads" not in words:
-            thread_words += ["--env-threads", str(threads)]
+        thread_words, shape = [], read_script(self.script)
+        for name in ("torch_threads", "env_threads"):  # each run's share of the cores, where the script has the flag
+            if shape is not None and shape.has_field(name) and f"--{name.replace('_', '-')}" not in words:
+                thread_words += [f"--{name.replace('_', '-')}", str(threads)]
         runs = []
         key = trial.user_attrs["run_key"]
         for env_id in self.env_ids:
@@ -664,12 +664,6 @@ def flag_words(params: dict[str, Any]) -> list[str]:
         elif value is not None:
             words += [f"--{name}", str(value)]
     return words
-
-
-def script_has_field(script: str, name: str) -> bool:
-    """Whether the script's `Args` has the field `name` (as a line `    name: type`)."""
-    with open(script) as f:
-        return re.search(rf"^\s+{name}\s*:", f.read(), re.MULTILINE) is not None
 
 
 def owner_id() -> str:

@@ -27,6 +27,8 @@ import torch
 import tyro
 from helpers import REPO_ROOT, load_script
 
+from cleanrl_utils.script_shape import computed_fields
+
 BREAKOUT = "BreakoutNoFrameskip-v4"
 TINY_RUN = [
     "--total-timesteps",
@@ -280,7 +282,7 @@ def test_dry_run_writes_the_folder_whose_card_and_model_read_back(trained_run, t
     command = re.search(r"```bash\n(python cleanrl/ppo_atari\.py .*)\n```", card.text).group(1).split()
     settings = torch.load(trained_run / "checkpoint.pt", weights_only=True)["settings"]
     args = tyro.cli(load_script("cleanrl/ppo_atari.py", "ppo_atari_card").Args, args=command[2:])
-    computed = {"batch_size", "minibatch_size", "num_iterations", "run_name", "runs_dir", "resume"}
+    computed = computed_fields(type(args)) | {"run_name", "runs_dir", "resume"}
     # but for the upload (the run was made with --upload-model --hf-entity me): training again pushes nothing
     upload = {"upload_model", "hf_entity"}
     assert (args.upload_model, args.hf_entity) == (False, "") and settings["upload_model"] and settings["hf_entity"]

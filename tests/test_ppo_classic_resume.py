@@ -14,7 +14,8 @@ import torch
 from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_each, run_script
 from helpers import stop_after
 
-from cleanrl_utils.launch.runs import supports_resume, sweep_run_of
+from cleanrl_utils.launch.runs import sweep_run_of
+from cleanrl_utils.script_shape import read_script
 
 SCRIPT = "cleanrl/ppo.py"
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -216,5 +217,5 @@ def test_the_rounding_note_comes_for_a_remainder_above_one_percent_and_never_on_
 
 def test_the_sweep_tools_resume_its_runs():
     # the benchmark runner and the cluster submission give each run of a resumable script a fixed name
-    assert supports_resume(SCRIPT) and supports_resume(str(REPO_ROOT / SCRIPT))
+    assert read_script(SCRIPT).resumes and read_script(str(REPO_ROOT / SCRIPT)).resumes
     assert sweep_run_of(["python", SCRIPT, "--num-envs", "4"], "CartPole-v1", 2) == "CartPole-v1__ppo__2"

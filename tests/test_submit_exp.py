@@ -355,7 +355,10 @@ def test_secret_reaches_the_job_environment_only(tmp_path, fake_batch):
         (["--command", "python cleanrl/ppo_atari.py --env-id Pong"], "unknown environment id 'Pong'"),
         (["--command", "python cleanrl/ppo_atari.py --num-envz 8"], "do not parse for ppo_atari.py"),
         (["--command", "python cleanrl/ppo_atari.py --gamma 1.5"], "--gamma must be between 0 and 1"),
-        (["--command", "python cleanrl/ppo.py --env-id BreakoutNoFrameskip-v4"], "ppo.py is not for Atari games"),
+        (
+            ["--command", "python cleanrl/ppo.py --env-id BreakoutNoFrameskip-v4"],
+            "ppo.py: 'BreakoutNoFrameskip-v4' is an Atari game",
+        ),
         (["--command", "python cleanrl/ppo_atari.py --exp-name a/b"], "--exp-name 'a/b' is not a folder name"),
     ],
 )

@@ -9,6 +9,7 @@ import pytest
 from helpers import load_script
 
 from cleanrl_utils.cpu import thread_plan
+from cleanrl_utils.script_shape import computed_fields
 from cleanrl_utils.validation import RANGES, check_ranges
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
@@ -30,14 +31,7 @@ def test_the_defaults_pass_and_every_numeric_flag_has_a_range(script):
     module = load_script(script, "validated_" + script.split("/")[-1][:-3])
     args = module.Args()
     check_ranges(args)
-    computed = (
-        "batch_size",
-        "minibatch_size",
-        "num_iterations",
-        "world_size",
-        "local_batch_size",
-        "local_minibatch_size",
-    )
+    computed = computed_fields(module.Args)
     numeric = [
         f.name
         for f in dataclasses.fields(args)

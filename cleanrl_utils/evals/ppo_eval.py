@@ -6,9 +6,11 @@
 The model is the `.cleanrl_model` that `--save-model` writes, a run's `checkpoint.pt` (written by every training
 script without `--save-model` too), or the file of CleanRL's own `ppo_atari.py` (its `agent.state_dict()` alone: the
 same network; give its game with `--env-id`), from a path or downloaded from the Hugging Face Hub
-(`--hf-repository`, into huggingface_hub's cache). The env id it was trained on decides the network: an Atari game gets
-`cleanrl/ppo_atari.py`'s `Agent` and the training wrappers, any other env (`cleanrl/ppo.py`'s classic control)
-`cleanrl/ppo.py`'s `Agent`. An Atari episode's return is the sum of the raw (unclipped) game score over all lives,
+(`--hf-repository`, into huggingface_hub's cache). The network is the `Agent` of the script that trained the model (a
+run records its script: a copy with its own network evaluates that network), or of `--script PATH`, or of
+`cleanrl/{exp_name}.py` with `--exp-name` (CleanRL's `cleanrl.{exp_name}`); a file of CleanRL's own gets
+`cleanrl/ppo_atari.py`'s for an Atari game, `cleanrl/ppo.py`'s otherwise. An Atari game is played through the
+training wrappers. An Atari episode's return is the sum of the raw (unclipped) game score over all lives,
 as logged during training.
 
 A video (`--capture-video`, needs '.[video]') shows one whole game, all lives, as the emulator draws it: its RGB screen
@@ -38,6 +40,7 @@ import torch
 import tyro
 
 from cleanrl_utils.atari_wrappers import make_atari_env
+from cleanrl_utils.script_shape import find_script, load_module, read_script
 from cleanrl_utils.validation import check_env_id, check_extras, check_positive, fail, is_atari
 
 
@@ -47,8 +50,11 @@ class Args:
     """the `.cleanrl_model` file written by `--save-model`, a run's `checkpoint.pt`, or a CleanRL model file"""
     hf_repository: Optional[str] = None
     """instead of --model-path: a model on the Hugging Face Hub, `ENTITY/NAME` (its file `{exp_name}.cleanrl_model`)"""
-    exp_name: str = "ppo_atari"
-    """with --hf-repository: the script that trained the model (the repository's file is `{exp_name}.cleanrl_model`)"""
+    exp_name: Optional[str] = None
+    """the script that trained the model, as CleanRL names it: `cleanrl/{exp_name}.py` builds the network (default:
+    the script the model records); with --hf-repository the repository's file `{exp_name}.cleanrl_model` (ppo_atari)"""
+    script: Optional[str] = None
+    """the training script whose `Agent` the weights load into (default: the one that trained the model)"""
     env_id: Optional[str] = None
     """the game to evaluate on (default: the one the model was trained on)"""
     eval_episodes: int = 10
@@ -84,13 +90,35 @@ def load_checkpoint(path: str) -> dict:
     return checkpoint
 
 
+def agent_script(model: dict, path: str, env_id: str, script: Optional[str], exp_name: Optional[str]) -> str:
+    """The training script whose `Agent` the model in `path` loads into: `script` (--script), else
+    `cleanrl/{exp_name}.py` (--exp-name) if there is one, else the script that trained it (the file records it; one
+    moved or from another machine is looked up by its name in cleanrl/), else for a file of CleanRL's own (its weights
+    alone) cleanrl/ppo_atari.py for an Atari game, cleanrl/ppo.py otherwise."""
+    if script is not None:
+        return find_script(script) or fail(f"no script {script!r}: pass --script the path of the training script")
+    named = find_script(f"cleanrl/{exp_name}.py") if exp_name else None
+    recorded = model.get("script_path") or model.get("script")
+    if named is None and recorded is None:
+        named = find_script("cleanrl/ppo_atari.py" if is_atari(env_id) else "cleanrl/ppo.py")
+    found = named or (find_script(recorded) if os.path.isabs(recorded) else None)
+    found = found or find_script(os.path.join("cleanrl", os.path.basename(recorded)))
+    if found is None:
+        fail(
+            f"the model in {path!r} was trained by {recorded}, which is not here: pass --script PATH (that script, or "
+            f"a copy of it{'; a pushed repository holds one' * bool(model.get('source'))})"
+        )
+    return found
+
+
 def load_weights(agent: torch.nn.Module, weights: dict, path: str, env_id: str, action_count: Optional[int]) -> None:
     """`weights` into `agent`; a file of another game or network is one line that says which parameter differs."""
     own = agent.state_dict()
     if own.keys() != weights.keys():
         fail(
             f"the model in {path!r} is not this network: its parameters are {', '.join(list(weights)[:4])}, ... "
-            f"(the network for {env_id!r} has {', '.join(list(own)[:4])}, ...)"
+            f"(the network for {env_id!r} has {', '.join(list(own)[:4])}, ...; pass --script of the script that "
+            "trained it)"
         )
     for name, mine in own.items():
         theirs = tuple(weights[name].shape)
@@ -103,7 +131,7 @@ def load_weights(agent: torch.nn.Module, weights: dict, path: str, env_id: str, 
             )
         fail(
             f"the model in {path!r} does not fit {env_id!r}: parameter {name} is {theirs} in the file, "
-            f"{tuple(mine.shape)} here"
+            f"{tuple(mine.shape)} here (pass --script of the script that trained it)"
         )
     agent.load_state_dict(weights)
 
@@ -200,11 +228,13 @@ def evaluate(
     make_env: Optional[Callable[[str], Any]] = None,
     device: torch.device | str = "cpu",
     video_dir: Optional[str] = None,
+    script: Optional[str] = None,
+    exp_name: Optional[str] = None,
 ) -> list[float]:
     """Play `eval_episodes` full games with the saved model; returns their raw scores.
 
-    `Model(envs)` builds the network the weights load into (default: the `Agent` of `cleanrl/ppo_atari.py` for an
-    Atari game, of `cleanrl/ppo.py` otherwise); like CleanRL's agents it reads `envs.single_action_space` /
+    `Model(envs)` builds the network the weights load into (default: the `Agent` of `agent_script`, from `script`,
+    `exp_name` or what the model records); like CleanRL's agents it reads `envs.single_action_space` /
     `single_observation_space` and has `get_action_and_value(obs)` returning the action first. `greedy=True`
     takes the argmax of the logits instead, `actor(hidden(obs))` (Atari `Agent`) or `actor(obs)` (classic
     `Agent`). `make_env(env_id)` builds the single env (default: the training scripts' Atari wrappers, or
@@ -218,10 +248,10 @@ def evaluate(
     check_env_id(env_id)
     atari = is_atari(env_id)
     if Model is None:
-        if atari:
-            from cleanrl.ppo_atari import Agent as Model
-        else:
-            from cleanrl.ppo import Agent as Model
+        trained_by = agent_script(checkpoint, model_path, env_id, script, exp_name)
+        if read_script(trained_by) is None or not hasattr(load_module(trained_by), "Agent"):
+            fail(f"{trained_by} is not a training script with an `Agent` class; pass --script of the one that has it")
+        Model = load_module(trained_by).Agent
     if video_dir and not atari and importlib.util.find_spec("pygame") is None:
         fail("--capture-video of a classic-control env needs pygame (it draws the frames): pip install -e '.[video]'")
     if make_env is None:
@@ -280,7 +310,7 @@ if __name__ == "__main__":
     if args.hf_repository is not None:
         from cleanrl_utils.huggingface import download_model
 
-        args.model_path = download_model(args.hf_repository, f"{args.exp_name}.cleanrl_model")
+        args.model_path = download_model(args.hf_repository, f"{args.exp_name or 'ppo_atari'}.cleanrl_model")
     beside = os.path.dirname(args.model_path) if args.hf_repository is None else ""  # not into huggingface_hub's cache
     video_dir = args.video_dir or os.path.join(beside, "videos")
     device = pick_device(args.cuda)
@@ -294,6 +324,8 @@ if __name__ == "__main__":
         args.max_steps,
         device=device,
         video_dir=video_dir if args.capture_video else None,
+        script=args.script,
+        exp_name=args.exp_name,
     )
     if not returns:
         fail(f"no episode finished within --max-steps {args.max_steps}; raise it")

@@ -5,16 +5,14 @@ folders (for the runner, the submission tools and the plots).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import os
-import re
-import sys
 from typing import Optional, Sequence
 
 import tyro
 
-from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, is_atari, run_name_stem
+from cleanrl_utils.script_shape import read_script
+from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, run_name_stem
 
 
 def make_dir(path: str, what: str) -> None:
@@ -61,49 +59,26 @@ def check_command(tokens: Sequence[str], set_by_tool: dict[str, str]) -> None:
 
 def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Optional[str]:
     """The run name of one run of a submitted command (its words), or None when its script does not continue runs
-    (it then runs as typed). `env_id` None: the command's own --env-id, if any."""
-    script = next((t for t in tokens if t.endswith(".py")), None)
-    if script is None or not supports_resume(script):
+    (it then runs as typed). `env_id` None: the command's own --env-id, else the script's default game."""
+    script = read_script(next((t for t in tokens if t.endswith(".py")), None) or "")
+    if script is None or not script.resumes:
         return None
-    exp_name = flag_value(tokens, "--exp-name") or os.path.splitext(os.path.basename(script))[0]
-    return run_name_stem(env_id or flag_value(tokens, "--env-id"), exp_name, seed)
-
-
-def supports_resume(script: str) -> bool:
-    """Whether a training script continues runs (`--run-name NAME --resume auto`): it starts through
-    `cleanrl_utils.resume.start_run` (or `elastic.start_rank_run`). A relative path is looked up here, then in this
-    repository (a job's working folder may be another)."""
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for path in (script, os.path.join(repo, script)):
-        try:
-            with open(path) as f:
-                return re.search(r"\bstart_(rank_)?run\(", f.read()) is not None
-        except OSError:
-            continue
-    return False
+    exp_name = flag_value(tokens, "--exp-name") or script.default("exp_name")
+    return run_name_stem(env_id or flag_value(tokens, "--env-id") or script.default("env_id"), exp_name, seed)
 
 
 def check_script_flags(script: str, flags: Sequence[str]) -> bool:
     """The flags of a command `python SCRIPT FLAGS`, parsed here by the script's own `Args` and range- and env-id-checked
     as the script checks them, before anything is submitted: a bad flag is one error line now, not a failed job on a
-    cluster. A script that is not found here, or has no `Args` dataclass and `__main__` block, is left to the cluster
-    (False: nothing was checked)."""
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = next((p for p in (script, os.path.join(repo, script)) if os.path.isfile(p)), None)
-    source = open(path).read() if path else ""
-    if "\nclass Args" not in source or 'if __name__ == "__main__":' not in source:
+    cluster. A script that is not found here, or is not of this project's shape (script_shape.py), is left to the
+    cluster (False: nothing was checked)."""
+    shape = read_script(script)
+    if shape is None:
         return False  # not a script of this project's shape: loading it here could run it
-    name = "cleanrl_flags_check_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)  # tyro reads Args' docstrings by its module
-    spec.loader.exec_module(module)  # the script's definitions; its run is under `if __name__ == "__main__"`
-    args_type = getattr(module, "Args", None)
-    if args_type is None:
-        return False
     out = io.StringIO()
     try:
         with contextlib.redirect_stderr(out), contextlib.redirect_stdout(out):
-            args = tyro.cli(args_type, args=list(flags))
+            args = tyro.cli(shape.args_type, args=list(flags))
     except SystemExit as exc:
         if isinstance(exc.code, str):  # the script's own one-line error (a count such as `--num-envs abc`)
             said = exc.code.removeprefix("error: ")
@@ -124,12 +99,10 @@ def check_script_flags(script: str, flags: Sequence[str]) -> bool:
             check_name(flag, name)
     env_id = getattr(args, "env_id", None)
     if env_id is not None:
-        check_env_id(env_id)
-        if is_atari(env_id) != ("atari" in os.path.basename(script)):
-            fail(
-                f"--env-id {env_id} is {'an' if is_atari(env_id) else 'not an'} Atari game, and "
-                f"{os.path.basename(script)} is {'not ' * ('atari' not in os.path.basename(script))}for Atari games"
-            )
+        try:
+            check_env_id(env_id, atari=shape.atari)  # as the script checks it
+        except SystemExit as exc:
+            fail(f"{os.path.basename(script)}: {str(exc.code).removeprefix('error: ')}")
     return True
 
 
