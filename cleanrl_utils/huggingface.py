@@ -181,7 +181,8 @@ def read_run(run_dir: str) -> tuple[str, dict, dict]:
         fail(f"{models[0]} is not a model saved by this project's scripts (no env id or settings); push a run's model")
     if "computed" not in checkpoint:  # a checkpoint of an older version: its script's `Args` say which
         from cleanrl_utils.evals.ppo_eval import agent_script
-        from cleanrl_utils.script_shape import computed_fields, load_module
+        from cleanrl_utils.script_shape import load_module
+        from cleanrl_utils.validation import computed_fields
 
         script = agent_script(model, models[0], model["env_id"], None, None)
         checkpoint["computed"] = computed_fields(load_module(script).Args)

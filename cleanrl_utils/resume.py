@@ -21,8 +21,7 @@ import torch
 import tyro
 
 from cleanrl_utils.runlock import hold_run_folder
-from cleanrl_utils.script_shape import computed_fields
-from cleanrl_utils.validation import check_name, fail, run_name_stem
+from cleanrl_utils.validation import check_name, computed_fields, fail, run_name_stem
 
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2  # 2: the script's `state` dict; 1 (older versions): the agent and optimizer only

@@ -14,20 +14,12 @@ import hashlib
 import importlib.util
 import os
 import sys
-import typing
 from types import ModuleType
 from typing import Optional
 
-from tyro.conf import _markers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTS = {"start_run": False, "start_rank_run": True}  # a script's start call -> whether it runs under torchrun
-
-
-def computed_fields(args_type: type) -> frozenset[str]:
-    """The fields of `Args` that the script computes at runtime (`tyro.conf.Suppress`): never command-line flags."""
-    hints = typing.get_type_hints(args_type, include_extras=True)
-    return frozenset(name for name, hint in hints.items() if _markers.Suppress in typing.get_args(hint)[1:])
 
 
 def find_script(script: str) -> Optional[str]:

@@ -2,6 +2,7 @@
 
 import difflib
 import re
+import typing
 from typing import Annotated, NoReturn
 
 import tyro
@@ -12,6 +13,12 @@ QUIET_ERRORS = False  # set on the ranks of a distributed job whose errors anoth
 def fail(message: str) -> NoReturn:
     """Stop with a one-line error and exit status 1 (`SystemExit` prints no traceback); quietly if QUIET_ERRORS."""
     raise SystemExit(1 if QUIET_ERRORS else f"error: {message}")
+
+
+def computed_fields(args_type: type) -> frozenset[str]:
+    """The fields of a script's `Args` that it computes at runtime (`tyro.conf.Suppress`): never command-line flags."""
+    hints = typing.get_type_hints(args_type, include_extras=True)
+    return frozenset(name for name, hint in hints.items() if tyro.conf._markers.Suppress in typing.get_args(hint)[1:])
 
 
 def check_positive(**counts: float) -> None:

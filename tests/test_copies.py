@@ -254,7 +254,8 @@ def test_a_statistic_added_in_one_line_is_logged(copies):
 
 
 def test_the_tools_read_a_scripts_shape_from_its_code(tmp_path):
-    from cleanrl_utils.script_shape import computed_fields, read_script
+    from cleanrl_utils.script_shape import read_script
+    from cleanrl_utils.validation import computed_fields
 
     for name in ("breakout_rnd", "dp_breakout", "my_cartpole", "breakout_computed"):
         make_copy(tmp_path, name)

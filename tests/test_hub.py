@@ -27,7 +27,7 @@ import torch
 import tyro
 from helpers import REPO_ROOT, load_script
 
-from cleanrl_utils.script_shape import computed_fields
+from cleanrl_utils.validation import computed_fields
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 TINY_RUN = [

@@ -9,8 +9,7 @@ import pytest
 from helpers import load_script
 
 from cleanrl_utils.cpu import thread_plan
-from cleanrl_utils.script_shape import computed_fields
-from cleanrl_utils.validation import RANGES, check_ranges
+from cleanrl_utils.validation import RANGES, check_ranges, computed_fields
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 BAD = {
