@@ -16,6 +16,7 @@ exactly `num_trials` COMPLETE or PRUNED trials (docs/tuning.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -37,6 +38,7 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.processes import own_group, stop_process_groups
 from cleanrl_utils.launch.runs import check_script_flags, flag_value, make_dir, print_table
 from cleanrl_utils.run_events import EventFollower
+from cleanrl_utils.runlock import holder, holder_pid
 from cleanrl_utils.validation import check_env_id, check_name, fail
 
 AGGREGATIONS = ("average", "median", "max", "min")
@@ -64,6 +66,7 @@ class Run:
     done: bool = False  # finished, or stopped at the time budget
     stopped: bool = False  # stopped by the tuner
     returncode: Optional[int] = None
+    held_by: Optional[str] = None  # a live process of an earlier tuner that still runs in the folder: followed
 
     @property
     def attempts_path(self) -> str:
@@ -311,7 +314,7 @@ class Tuner:
                 if t.state == TrialState.RUNNING and (
                     not owner or owner.split(":")[0] == host and not pid_alive(owner)
                 ):
-                    if t.params:  # it had started its runs (a trial stopped before its params has nothing to resume)
+                    if had_runs(t):  # (a trial stopped before its params has nothing to resume)
                         optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
                     study.tell(t.number, state=TrialState.FAIL)
             trials = study.get_trials(deepcopy=False)
@@ -400,10 +403,24 @@ class Tuner:
         return ActiveTrial(trial, runs, time.monotonic(), earlier, threads=threads)
 
     def start_runs(self, active: ActiveTrial) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(active.threads)}
+        """Start the runs not done; one that an earlier tuner's run still holds (its tuner was killed, its run was
+        not) is followed as it goes and continued once it lets go of its folder (a second start would stop on its
+        lock)."""
         for run in active.runs:
-            if not run.done:
-                self.start_run(run, env)
+            if run.done:
+                continue
+            run.held_by = holder(run.run_dir)
+            if run.held_by is None:
+                self.start_run(run, self.run_env(active))
+            else:
+                say(
+                    f"trial {active.trial.number}: {run.name} is still running ({run.held_by}), started by an "
+                    "earlier tuner: following it, and continuing it when it ends"
+                )
+
+    @staticmethod
+    def run_env(active: ActiveTrial) -> dict[str, str]:
+        return {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(active.threads)}
 
     def start_run(self, run: Run, env: dict[str, str]) -> None:
         with open(run.log_path, "a") as log:
@@ -416,10 +433,20 @@ class Tuner:
         run.save_attempts()
 
     def end_runs(self, runs: list[Run]) -> None:
-        """Stop the runs still running (SIGTERM to their process groups: they checkpoint and exit)."""
+        """Stop the runs still running (SIGTERM to their process groups: they checkpoint and exit), the followed runs
+        of an earlier tuner on this host too."""
         live = [r for r in runs if r.process is not None and r.process.poll() is None]
         for run in live:
             run.stopped = True
+        for run in runs:
+            pid = holder_pid(run.held_by) if run.held_by else None
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    try:
+                        os.killpg(pid, signal.SIGTERM)  # it leads its process group, as the tuner started it
+                    except ProcessLookupError:
+                        os.kill(pid, signal.SIGTERM)
+            run.held_by = None
         stop_process_groups([r.process for r in live])
         for run in runs:
             self.finish_run(run)
@@ -494,6 +521,9 @@ class Tuner:
         (COMPLETE, PRUNED, FAIL) once it ends, else None."""
         for run in active.runs:
             run.follower.poll()
+            if run.held_by is not None and holder(run.run_dir) is None:  # the earlier tuner's run ended: continue it
+                run.held_by = None
+                self.start_run(run, self.run_env(active))
             if run.process is not None and run.process.poll() is not None:
                 self.finish_run(run)
                 run.done = run.returncode == 0
@@ -511,7 +541,7 @@ class Tuner:
                     return "FAIL"
             if (
                 self.objective != "score"
-                and run.process is not None
+                and (run.process is not None or run.held_by is not None)
                 and run.active_seconds(time.time()) >= self.time_budget
             ):
                 self.end_runs([run])
@@ -642,7 +672,7 @@ class Tuner:
         for item in active:
             seconds = item.earlier_s + time.monotonic() - item.started
             item.trial.set_user_attr("wall_time_s", round(seconds, 1))
-            if item.trial.params:  # a trial stopped before its params has no runs to resume: a fresh one replaces it
+            if had_runs(item.trial):  # a trial stopped before its params has no runs to resume: a fresh one replaces it
                 item.trial.set_user_attr("interrupted", True)
             study.tell(item.trial, state=optuna.trial.TrialState.FAIL)
             say(f"trial {item.trial.number} INTERRUPTED after {seconds:.1f}s (continues on the next start)")
@@ -690,6 +720,11 @@ def pid_alive(owner: str) -> bool:
         return f"{psutil.Process(int(pid)).create_time():.2f}" == started or not started
     except psutil.NoSuchProcess:
         return False
+
+
+def had_runs(trial) -> bool:
+    """Whether the trial had made its runs (its command is recorded first; a study of fixed flags has no params)."""
+    return bool(trial.params) or "command" in trial.user_attrs
 
 
 def first_line(exc: BaseException) -> str:

@@ -455,3 +455,43 @@ def test_time_auc_stops_each_run_at_its_time_budget_and_an_ownerless_trial_is_no
     follower = follow(run_dir)
     assert 0 < trial.value <= max(follower.values) / 500 and follower.last_step < 10_000_000
     assert trial.intermediate_values and set(trial.intermediate_values) <= {1, 3, 4, 6, 7, 9, 10, 12, 13, 15}
+
+
+# ---------------------------------------------------------------------------------------------- faults around a study
+
+
+def one_trial_command(extra: list[str] = (), total: int = 512) -> list[str]:
+    """A study of one trial of fixed parameters (`total` steps) on the default SQLite storage."""
+    fixed = {
+        "learning-rate=loguniform(3e-4,3e-3)": "learning-rate=0.00025",
+        "total-timesteps=512": f"total-timesteps={total}",
+    }
+    return [fixed.get(w, w) for w in two_tuner_command("studies", ["--num-trials", "1", *extra])]
+
+
+@pytest.mark.slow
+def test_a_killed_tuners_run_still_going_is_followed_and_scored_when_it_ends(tmp_path):
+    """SIGKILL reaches the tuner, not its run (a process group of its own): the same command again finds the run
+    still holding its folder, says so, follows it and continues it once it ends, instead of a FAIL on its lock."""
+    from cleanrl_utils.runlock import holder
+
+    root = scratch(tmp_path)
+    command = one_trial_command(total=20000)  # fixed flags: a trial of no params is continued as well
+    first = subprocess.Popen(command, cwd=root, env=tuner_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    run_dir = root / "studies" / "shared" / "runs" / "trial0000__CartPole-v1__1"
+    while first.poll() is None and not (run_dir.exists() and follow(run_dir).last_step > 0):
+        time.sleep(0.2)
+    first.kill()
+    first.wait()
+    assert holder(str(run_dir)) is not None, "the run ended with its tuner"
+    res = subprocess.run(command, cwd=root, env=tuner_env(), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert re.search(r"trial 1: trial0000__CartPole-v1__1 is still running \(host .*, pid \d+", res.stdout), res.stdout
+    study = load(f"sqlite:///{root / 'studies' / 'shared' / 'study.db'}", "shared")
+    interrupted, continued = study.get_trials()
+    assert interrupted.user_attrs.get("interrupted") and continued.user_attrs["resumes"] == interrupted.number
+    assert [d.name for d in run_dir.parent.iterdir()] == [run_dir.name]
+    assert continued.state.name == "COMPLETE" and continued.value > 0, continued.user_attrs
+    log = (run_dir / "tuner.log").read_text()
+    assert "is in use by another run" not in log and "is complete" in log.split("\n$ ")[-1], log
+    assert processes_working_in(root) == []
