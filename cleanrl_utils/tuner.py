@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -270,22 +271,24 @@ class Tuner:
         user_storage = self.storage not in (None, "", "journal")
         storage = self.open_storage() if user_storage else None  # a bad URL fails before the study folder is made
         make_dir(self.runs_root, "the study folder")
-        storage = storage or self.open_storage()
+        check_writable(self.study_dir)
         settings = self.settings(num_seeds)
-        try:
-            study = optuna.load_study(
-                study_name=self.study_name, storage=storage, sampler=self.sampler, pruner=self.pruner
-            )
-        except KeyError:
-            study = optuna.create_study(
-                study_name=self.study_name,
-                storage=storage,
-                sampler=self.sampler,
-                pruner=self.pruner,
-                direction=self.direction,
-                load_if_exists=True,
-            )
-            study.set_user_attr("tuner", settings)
+        with self.study_lock():  # tuners started together: one creates the storage's tables, then the study
+            storage = storage or self.open_storage()
+            try:
+                study = optuna.load_study(
+                    study_name=self.study_name, storage=storage, sampler=self.sampler, pruner=self.pruner
+                )
+            except KeyError:
+                study = optuna.create_study(
+                    study_name=self.study_name,
+                    storage=storage,
+                    sampler=self.sampler,
+                    pruner=self.pruner,
+                    direction=self.direction,
+                    load_if_exists=True,
+                )
+                study.set_user_attr("tuner", settings)
         stored = study.user_attrs.get("tuner")
         if stored is not None and json.loads(json.dumps(settings)) != stored:
             differ = ", ".join(k for k in settings if stored.get(k) != json.loads(json.dumps(settings))[k])
@@ -300,12 +303,9 @@ class Tuner:
         host are marked interrupted, every interrupted trial is queued again once, and a trial is started if the
         study still needs one; else None."""
         import optuna
-        from optuna.storages.journal import JournalFileOpenLock
 
         TrialState = optuna.trial.TrialState
-        lock = JournalFileOpenLock(os.path.join(self.study_dir, "study"))
-        lock.acquire()
-        try:
+        with self.study_lock():
             trials = study.get_trials(deepcopy=False)
             host = socket.gethostname()
             for t in trials:
@@ -339,6 +339,16 @@ class Tuner:
             if "run_key" not in trial.user_attrs:
                 trial.set_user_attr("run_key", f"trial{trial.number:04d}")
             return trial
+
+    @contextlib.contextmanager
+    def study_lock(self):
+        """The study folder's lock file, held by one tuner process at a time (several may share the study)."""
+        from optuna.storages.journal import JournalFileOpenLock
+
+        lock = JournalFileOpenLock(os.path.join(self.study_dir, "study"))
+        lock.acquire()
+        try:
+            yield
         finally:
             lock.release()
 
@@ -720,6 +730,19 @@ def pid_alive(owner: str) -> bool:
         return f"{psutil.Process(int(pid)).create_time():.2f}" == started or not started
     except psutil.NoSuchProcess:
         return False
+
+
+def check_writable(folder: str) -> None:
+    """The study folder takes new files (its lock, storage, runs), else one line (a read-only copy of a study)."""
+    try:
+        fd, path = tempfile.mkstemp(dir=folder, prefix=".writable_")
+        os.close(fd)
+        os.unlink(path)
+    except OSError as exc:
+        fail(
+            f"cannot write in the study folder {folder!r} ({exc.strerror}): the tuner keeps the study's lock, "
+            "storage and runs there; make it writable, or copy it and pass the copy's folder as --studies-dir"
+        )
 
 
 def had_runs(trial) -> bool:

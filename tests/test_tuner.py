@@ -329,8 +329,11 @@ def two_tuner_command(study_dir_root: str, extra: list[str]) -> list[str]:
     ]
 
 
-def check_shared(root: Path, num_trials: int) -> set[str]:
-    study = load("journal:" + str(root / "studies" / "shared" / "journal.log"), "shared")
+def check_shared(root: Path, num_trials: int, storage: str = "journal") -> set[str]:
+    folder = root / "studies" / "shared"
+    study = load(
+        f"journal:{folder / 'journal.log'}" if storage == "journal" else f"sqlite:///{folder / 'study.db'}", "shared"
+    )
     trials = study.get_trials()
     assert len(trials) == num_trials and all(t.state.name == "COMPLETE" for t in trials), trials
     runs = sorted((root / "studies" / "shared" / "runs").iterdir())
@@ -495,3 +498,79 @@ def test_a_killed_tuners_run_still_going_is_followed_and_scored_when_it_ends(tmp
     log = (run_dir / "tuner.log").read_text()
     assert "is in use by another run" not in log and "is complete" in log.split("\n$ ")[-1], log
     assert processes_working_in(root) == []
+
+
+# `python -c OPEN CWD`: a tuner's open_study on a new SQLite study in CWD, as a tuner process starts
+OPEN = f"""
+import os, sys
+os.chdir(sys.argv[1])
+from cleanrl_utils.tuner import Tuner
+tuner = Tuner({PPO!r}, "charts/episodic_return", {{"CartPole-v1": [0, 500]}}, lambda t: {{}}, study_name="shared")
+print(tuner.open_study(num_seeds=1).study_name)
+"""
+
+
+def test_tuners_started_together_on_a_new_sqlite_study_all_open_it(tmp_path):
+    """Each used to create the SQLite tables itself, and all but one could stop on `UNIQUE constraint failed:
+    alembic_version.version_num` or `table studies already exists`: they now take turns on the study folder's lock."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN, str(tmp_path)],
+            env=tuner_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4 and all(o.strip().endswith("shared") for o in outputs), outputs
+    assert len(optuna.get_all_study_summaries(f"sqlite:///{tmp_path / 'studies' / 'shared' / 'study.db'}")) == 1
+
+
+@pytest.mark.slow
+def test_two_tuner_processes_share_one_new_sqlite_study(tmp_path):
+    root = scratch(tmp_path)
+    command = two_tuner_command("studies", ["--num-trials", "4"])
+    procs = [
+        subprocess.Popen(
+            command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    assert len(check_shared(root, 4, storage="sqlite")) == 2  # both processes ran trials
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """`read_only(folder)` makes the folder a read-only bind mount of itself for the test (skipped where mounting
+    is not allowed: as root a folder's mode alone does not stop a write)."""
+    mounted = []
+
+    def make(folder: Path) -> None:
+        for args in (["--bind", str(folder), str(folder)], ["-o", "remount,bind,ro", str(folder)]):
+            res = subprocess.run(["mount", *args], capture_output=True, text=True)
+            if res.returncode != 0:
+                pytest.skip(f"cannot mount here: {res.stderr.strip()[:200]}")
+            if args[0] == "--bind":
+                mounted.append(folder)
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_read_only_study_folder_is_one_line(tmp_path, monkeypatch, read_only):
+    """An existing study whose folder cannot be written (a read-only copy): one line naming the folder, not a
+    traceback through Optuna's lock file."""
+    monkeypatch.chdir(tmp_path)
+    tuner = bad(study_name="kept")
+    tuner.open_study(num_seeds=1)
+    read_only(tmp_path / "studies" / "kept")
+    with pytest.raises(SystemExit) as exc:
+        tuner.tune(num_trials=1, num_seeds=1)
+    message = str(exc.value.code)
+    assert message.startswith("error: cannot write in the study folder 'studies/kept' (Read-only file system)")
+    assert "--studies-dir" in message and "\n" not in message
