@@ -17,6 +17,7 @@ exactly `num_trials` COMPLETE or PRUNED trials (docs/tuning.md).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import math
 import os
@@ -96,6 +97,10 @@ class Run:
     def save_attempts(self) -> None:
         with open(self.attempts_path, "w") as f:
             json.dump(self.attempts, f)
+
+
+class UnknownMetric(Exception):
+    """A run ended without logging the metric, which its script never names: a tag that does not exist."""
 
 
 @dataclass
@@ -292,6 +297,11 @@ class Tuner:
         stored = study.user_attrs.get("tuner")
         if stored is not None and json.loads(json.dumps(settings)) != stored:
             differ = ", ".join(k for k in settings if stored.get(k) != json.loads(json.dumps(settings))[k])
+            scored = [t for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "PRUNED")]
+            if differ == "metric" and not scored:  # (a metric that no run logs stopped it before any score)
+                say(f"note: the study {self.study_name!r} has scored no trial: it now scores by {self.metric}")
+                study.set_user_attr("tuner", settings)
+                return study
             fail(
                 f"the study {self.study_name!r} in {self.storage_url()} was started with other settings ({differ}); "
                 "give another study name to start a new study"
@@ -538,6 +548,8 @@ class Tuner:
                 self.finish_run(run)
                 run.done = run.returncode == 0
                 run.follower.poll()
+                if run.done:
+                    self.check_metric(run)
                 if not run.done:
                     self.end_runs(active.runs)
                     lines = log_tail(run.log_path)
@@ -572,6 +584,23 @@ class Tuner:
         if all(r.done for r in active.runs):
             return "COMPLETE"
         return None
+
+    def check_metric(self, run: Run) -> None:
+        """A run that ended without a point of the metric: a script that names the metric logs it once a game ends
+        (too short a run); one that does not name it never will (a typo): UnknownMetric, naming the tags it logged."""
+        if self.metric in run.follower.tags:
+            return
+        with open(self.script, errors="replace") as f:
+            if self.metric in f.read():
+                return
+        tags = sorted(run.follower.tags)
+        close = difflib.get_close_matches(self.metric, tags, n=1)
+        raise UnknownMetric(
+            f"the metric {self.metric!r} is not a scalar that {os.path.basename(self.script)} logs: "
+            f"{run.name} logged {', '.join(tags) or 'none'}"
+            + (f"; did you mean {close[0]}?" if close else "")
+            + " Run again with one of them as the metric: the same study continues its trials"
+        )
 
     def end_trial(self, study, active: ActiveTrial, state: str) -> str:
         """Record the trial's end; returns its state (a trial whose runs logged no game fails)."""
@@ -647,7 +676,11 @@ class Tuner:
                     break
                 time.sleep(POLL_S)
                 for item in list(active):
-                    state = self.poll_trial(study, item, every[item.trial.number])
+                    try:
+                        state = self.poll_trial(study, item, every[item.trial.number])
+                    except UnknownMetric as exc:  # every trial would fail the same way: stop them to continue later
+                        self.interrupt(study, active)
+                        fail(str(exc))
                     if state is not None:
                         active.remove(item)
                         state = self.end_trial(study, item, state)

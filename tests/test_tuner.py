@@ -574,3 +574,35 @@ def test_a_read_only_study_folder_is_one_line(tmp_path, monkeypatch, read_only):
     message = str(exc.value.code)
     assert message.startswith("error: cannot write in the study folder 'studies/kept' (Read-only file system)")
     assert "--studies-dir" in message and "\n" not in message
+
+
+@pytest.mark.slow
+def test_a_metric_no_run_logs_is_one_line_after_the_first_run_and_the_fixed_command_continues(tmp_path):
+    """A typo in the metric used to run every trial to a FAIL ("no game finished", though games did): the first run
+    that ends names the tags it logged, the study stops, and the command with the metric fixed continues it."""
+    root = scratch(tmp_path)
+    command = two_tuner_command("studies", ["--num-trials", "2"])
+    res = subprocess.run(
+        [*command, "--metric", "charts/episodic_retrun"],
+        cwd=root,
+        env=tuner_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    assert lines[0].startswith(
+        "error: the metric 'charts/episodic_retrun' is not a scalar that ppo.py logs: trial0000__CartPole-v1__1 logged "
+    ), lines[0]
+    assert "charts/SPS" in lines[0] and "did you mean charts/episodic_return?" in lines[0]
+    assert "trial 1 RUNNING" not in res.stdout and "Traceback" not in res.stderr
+
+    res = subprocess.run(command, cwd=root, env=tuner_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "has scored no trial: it now scores by charts/episodic_return" in res.stdout
+    study = load(f"sqlite:///{root / 'studies' / 'shared' / 'study.db'}", "shared")
+    first, *rest = study.get_trials()
+    assert first.user_attrs.get("interrupted") and len(counted(study)) == 2
+    assert any(t.user_attrs.get("resumes") == first.number and t.state.name == "COMPLETE" for t in rest)
+    assert processes_working_in(root) == []
