@@ -6,6 +6,8 @@ import ctypes.util
 import os
 import platform
 
+from cleanrl_utils.validation import counted
+
 
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -33,7 +35,7 @@ def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks
     ):
         if asked > cores and notes and (flag != "OMP_NUM_THREADS" or not (env_threads and torch_threads)):
             cap = f"using {cores} (more threads than cores only wait for each other)"
-            print(f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: {cap}")
+            print(f"note: {flag} {asked} is more than the {counted(cores, 'core')} this process may use: {cap}")
     env = min(env_threads, cores) if env_threads else min(budget, num_envs)
     return cores, env, min(torch_threads, cores) if torch_threads else budget, source
 

@@ -73,6 +73,30 @@ def test_a_run_under_omp_num_threads_above_its_cores_starts_as_many_torch_thread
     assert f" {cores} torch threads (OMP_NUM_THREADS)" in res.stdout, res.stdout
 
 
+@pytest.mark.slow
+def test_the_start_line_of_a_one_core_run_says_1_core(tmp_path, bare):
+    run = [
+        "cleanrl/ppo_atari.py",
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "32",
+        "--total-timesteps",
+        "64",
+        "--no-progress-bar",
+    ]
+    res = run_script(["-c", RUN_ON_CORE_0, *run, "--runs-dir", str(tmp_path)], tmp_path, 300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert ", 1 core: 1 torch threads (its cores)" in res.stdout, res.stdout
+
+
+# `python -c RUN_ON_CORE_0 SCRIPT ARGS...`: the script on the first core this process may use, alone
+RUN_ON_CORE_0 = (
+    "import os, runpy, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
 def threads_of(pid: int) -> int:
     return int(re.search(r"Threads:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
 
