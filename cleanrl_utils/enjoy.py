@@ -14,7 +14,7 @@ import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before
 import numpy as np
 import tyro
 
-from cleanrl_utils.evals.ppo_eval import evaluate, pick_device, summary
+from cleanrl_utils.evals.ppo_eval import check_video_dir, evaluate, pick_device, summary
 from cleanrl_utils.huggingface import check_hub_installed, download_model
 from cleanrl_utils.validation import check_extras, check_positive, fail
 
@@ -46,11 +46,14 @@ if __name__ == "__main__":
     check_positive(eval_episodes=args.eval_episodes)
     check_extras(capture_video=args.capture_video)
     check_hub_installed("cleanrl_utils.enjoy")
+    if args.capture_video:
+        check_video_dir(args.video_dir)
     repo_id = args.hf_repository or f"{args.hf_entity}/{args.env_id}-{args.exp_name}-seed{args.seed}"
     model_path = download_model(
         repo_id,
         f"{args.exp_name}.cleanrl_model",
         "--hf-repository" if args.hf_repository else "the repository id ({hf_entity}/{env_id}-{exp_name}-seed{seed})",
+        "copy the file and evaluate it with `python -m cleanrl_utils.evals.ppo_eval --model-path FILE`",
     )
     print(f"{repo_id}: {model_path}", flush=True)
     returns = evaluate(

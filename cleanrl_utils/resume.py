@@ -124,6 +124,7 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
                 "exp_name": args.exp_name,
                 "script": os.path.basename(script),
                 "source": source.read(),
+                "bf16": bool(getattr(args, "bf16", False)),  # it plays as it trained (ppo_eval)
             },
             path,
             f"{instead}, and cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",

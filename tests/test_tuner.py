@@ -543,25 +543,6 @@ def test_two_tuner_processes_share_one_new_sqlite_study(tmp_path):
     assert len(check_shared(root, 4, storage="sqlite")) == 2  # both processes ran trials
 
 
-@pytest.fixture
-def read_only(tmp_path):
-    """`read_only(folder)` makes the folder a read-only bind mount of itself for the test (skipped where mounting
-    is not allowed: as root a folder's mode alone does not stop a write)."""
-    mounted = []
-
-    def make(folder: Path) -> None:
-        for args in (["--bind", str(folder), str(folder)], ["-o", "remount,bind,ro", str(folder)]):
-            res = subprocess.run(["mount", *args], capture_output=True, text=True)
-            if res.returncode != 0:
-                pytest.skip(f"cannot mount here: {res.stderr.strip()[:200]}")
-            if args[0] == "--bind":
-                mounted.append(folder)
-
-    yield make
-    for folder in mounted:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-
-
 def test_a_read_only_study_folder_is_one_line(tmp_path, monkeypatch, read_only):
     """An existing study whose folder cannot be written (a read-only copy): one line naming the folder, not a
     traceback through Optuna's lock file."""
