@@ -9,12 +9,12 @@
 # stopped (SIGTERM or Ctrl-C: its runs are stopped, the report holds the steps so far, exit 143 or 130).
 #
 #   bash benchmark/gpu_check.sh --out FOLDER [--wheels FOLDER] [--budget SECONDS]
-#   bash benchmark/gpu_check.sh --cpu [--out FOLDER]   # every step on CPU, tiny sizes; a check of the tool
+#   bash benchmark/gpu_check.sh --cpu [--out FOLDER]   # every step on CPU, tiny sizes; a check of the tool, untimed
 #
 # --wheels FOLDER: first install the wheels of benchmark/gpu_wheels.txt from FOLDER (benchmark/gpu_wheels.sh
 # downloads them) into a temporary folder on PYTHONPATH, without a registry; torch and the rest stay as installed.
 # The project runs from this checkout. --budget bounds the steps (310 s; the install, start and report get 20 s
-# more). Exit status 0 when every step passed. The Python is python3 (PYTHON=... to change).
+# more; with --cpu there is no budget unless given). Exit status 0 when every step passed. The Python is python3 (PYTHON=... to change).
 set -euo pipefail
 py="${PYTHON:-python3}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,11 +24,11 @@ if [[ " $* " == *" --help "* || " $* " == *" -h "* ]]; then
     (cd "$repo" && "$py" -m benchmark.lab.gpu_check --help 2>/dev/null | sed -n '/options/,$p') || true
     exit 0
 fi
-wheels="" budget=310 args=()
+wheels="" budget=310 given_budget="" args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheels) wheels="${2:?--wheels needs a folder}"; shift 2 ;;
-        --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
+        --budget) budget="${2:?--budget needs seconds}" given_budget=1; shift 2 ;;
         --out) args+=(--out "$(realpath -m "${2:?--out needs a folder}")"); shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
@@ -67,6 +67,10 @@ PY
 if [ -n "$missing" ]; then
     echo "error: missing here: ${missing% }; pip install -e ., or --wheels FOLDER from benchmark/gpu_wheels.sh" >&2
     exit 1
+fi
+# --cpu checks the tool: no budget and no backstop (a busy machine is slow, not wrong; each step stops a hang itself)
+if [[ " ${args[*]} " == *" --cpu "* ]]; then
+    exec "$py" -m benchmark.lab.gpu_check ${given_budget:+--budget "$budget"} "${args[@]}"
 fi
 # the steps keep to their budget, what the install took deducted; the backstop stops the check 10 s before the
 # end (it writes its report) and kills it 8 s later

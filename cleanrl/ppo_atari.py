@@ -284,7 +284,7 @@ if __name__ == "__main__":
 
     envpool_threads = f"{env_threads} env threads, " * (args.vector_env == "envpool")
     print(f"run {run_name}: {device.type}, {args.num_envs} envs ({args.vector_env}), batch {args.batch_size}, minibatch "
-          f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, {cores} cores: "
+          f"{args.minibatch_size}, {args.num_iterations} iteration{'s' * (args.num_iterations > 1)}, {cores} core{'s' * (cores > 1)}: "
           f"{envpool_threads}{torch_threads} torch threads ({threads_from}), logs in {run_dir}", flush=True)  # fmt: skip
     if args.cuda and device.type == "cpu":
         print("note: torch sees no CUDA device here: running on CPU (--no-cuda silences this)", flush=True)

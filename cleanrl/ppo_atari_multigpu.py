@@ -346,7 +346,7 @@ if __name__ == "__main__":
         print(f"run {run_name}: world size {info.world_size} ({backend}, {device.type}); envs: {args.local_num_envs} "
               f"per rank, {args.num_envs} in all ({args.vector_env}); batch {args.batch_size} ({args.local_batch_size} "
               f"per rank), minibatch {args.minibatch_size} ({args.local_minibatch_size} per rank), {args.num_iterations} "
-              f"iteration{'s' * (args.num_iterations > 1)}; per rank {cores} cores: {envpool_threads}{torch_threads} "
+              f"iteration{'s' * (args.num_iterations > 1)}; per rank {cores} core{'s' * (cores > 1)}: {envpool_threads}{torch_threads} "
               f"torch threads ({threads_from}); logs in {run_dir}", flush=True)  # fmt: skip
         print_launch_notes(info)
     if args.cuda and device.type == "cpu" and rank0:

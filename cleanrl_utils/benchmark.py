@@ -30,6 +30,7 @@ import tyro
 
 from cleanrl_utils.cpu import usable_cores
 from cleanrl_utils.launch import slurm
+from cleanrl_utils.launch.cleanrl_flags import RUNNER, refuse_secrets, translated
 from cleanrl_utils.launch.nodes import is_python
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, make_dir, print_table, sweep_run_of
@@ -360,7 +361,9 @@ def run_local(args: Args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = tyro.cli(Args, args=argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    refuse_secrets(argv, "put it in the environment instead (W&B reads WANDB_API_KEY; or run `wandb login` once)")
+    args = tyro.cli(Args, args=translated(argv, RUNNER))  # CleanRL's own command lines too
     check_args(args)
     if args.slurm_template_path is not None:
         return run_slurm(args)

@@ -6,26 +6,36 @@ import ctypes.util
 import os
 import platform
 
+from cleanrl_utils.validation import counted
+
 
 def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks=1, cores=0, notes=True):
-    """(cores of this rank, env threads, torch threads, where the torch threads' number comes from); a flag above the
-    cores is capped at them, with a note if `notes` (not in `check_ranges`: another machine's job has other cores)."""
+    """(cores of this rank, env threads, torch threads, where the torch threads' number comes from); a flag or
+    OMP_NUM_THREADS above the cores is capped at them, with a note if `notes` (not in `check_ranges`: another
+    machine's job has other cores), and an OMP_NUM_THREADS that is no count is named in a note and ignored."""
     cores = max(1, (cores or usable_cores()) // local_ranks)
-    omp, slurm = os.environ.get("OMP_NUM_THREADS", ""), os.environ.get("SLURM_CPUS_PER_TASK", "")
+    omp, slurm = os.environ.get("OMP_NUM_THREADS", "").strip(), os.environ.get("SLURM_CPUS_PER_TASK", "")
     budget, source = cores, "its cores"
     torchruns = omp == "1" and local_ranks > 1 and "TORCHELASTIC_RUN_ID" in os.environ  # torchrun's, not a choice
     if omp.isdigit() and int(omp) > 0 and not torchruns:
-        budget, source = int(omp), "OMP_NUM_THREADS"
+        budget, source = min(int(omp), cores), "OMP_NUM_THREADS"
     elif slurm.isdigit() and int(slurm) > 0:
         budget, source = max(1, int(slurm) // local_ranks), "SLURM_CPUS_PER_TASK"
-    for flag, asked in (("--env-threads", env_threads), ("--torch-threads", torch_threads)):
-        if asked > cores and notes:
+    if omp and not (omp.isdigit() and int(omp) > 0) and notes:  # libgomp ignores it too, in a warning of its own
+        print(f"note: OMP_NUM_THREADS={omp!r} is not a positive whole number: ignored (unset it, or give a count)")
+    omp_asked = int(omp) if source == "OMP_NUM_THREADS" else 0
+    for flag, asked in (
+        ("--env-threads", env_threads),
+        ("--torch-threads", torch_threads),
+        ("OMP_NUM_THREADS", omp_asked),
+    ):
+        if asked > cores and notes and (flag != "OMP_NUM_THREADS" or not (env_threads and torch_threads)):
             cap = f"using {cores} (more threads than cores only wait for each other)"
-            print(f"note: {flag} {asked} is more than the {cores} core{'s' * (cores > 1)} this process may use: {cap}")
+            print(f"note: {flag} {asked} is more than the {counted(cores, 'core')} this process may use: {cap}")
     env = min(env_threads, cores) if env_threads else min(budget, num_envs)
     return cores, env, min(torch_threads, cores) if torch_threads else budget, source
 

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from cleanrl_utils import validation
-from cleanrl_utils.validation import check_batch, fail
+from cleanrl_utils.validation import check_batch, counted, fail
 
 DEFAULT_LOCAL_NUM_ENVS = 8
 
@@ -109,14 +109,17 @@ def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
     if args.device_ids is not None:
         if len(args.device_ids) != info.local_world_size:
             fail(
-                f"--device-ids has {len(args.device_ids)} entries but this node runs {info.local_world_size} ranks: "
+                f"--device-ids has {counted(len(args.device_ids), 'entry', 'entries')} but this node runs "
+                f"{counted(info.local_world_size, 'rank')}: "
                 "give one CUDA device id per local rank (e.g. `--device-ids 0 0 1 1` for 4 ranks on 2 GPUs)"
             )
         if not has_cuda:
             fail("--device-ids places ranks on CUDA devices, but CUDA is off or there is no CUDA device here")
         bad = [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]
         if bad:
-            fail(f"--device-ids {bad} do not exist: this machine has {torch.cuda.device_count()} CUDA devices")
+            fail(
+                f"--device-ids {bad} do not exist: this machine has {counted(torch.cuda.device_count(), 'CUDA device')}"
+            )
     check_rendezvous(backend, info)
     if not has_cuda:
         return torch.device("cpu"), backend
@@ -128,7 +131,7 @@ def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
         where = f"local ranks {', '.join(map(str, ranks))} share cuda:{shared[0]}"
         if args.backend == "nccl":
             fail(
-                f"--backend nccl cannot place two ranks on one GPU, and {where} ({count} CUDA devices here): give "
+                f"--backend nccl cannot place two ranks on one GPU, and {where} ({counted(count, 'CUDA device')} here): give "
                 "each rank its own GPU (fewer ranks per node, or other --device-ids), or leave out --backend to use "
                 "gloo"
             )

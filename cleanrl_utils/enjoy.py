@@ -17,7 +17,7 @@ import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before
 import numpy as np
 import tyro
 
-from cleanrl_utils.evals.ppo_eval import evaluate, pick_device, summary
+from cleanrl_utils.evals.ppo_eval import check_video_dir, evaluate, pick_device, summary
 from cleanrl_utils.huggingface import check_hub_installed, download_model
 from cleanrl_utils.validation import check_extras, check_positive, fail
 
@@ -52,6 +52,8 @@ if __name__ == "__main__":
     check_positive(eval_episodes=args.eval_episodes)
     check_extras(capture_video=args.capture_video)
     check_hub_installed("cleanrl_utils.enjoy")
+    if args.capture_video:
+        check_video_dir(args.video_dir)
     exp_name = args.exp_name or "ppo_atari"
     repo_id = args.hf_repository or f"{args.hf_entity}/{args.env_id}-{exp_name}-seed{args.seed}"
     if os.path.isdir(repo_id):  # a repository's folder on this machine
@@ -65,6 +67,7 @@ if __name__ == "__main__":
             "--hf-repository"
             if args.hf_repository
             else "the repository id ({hf_entity}/{env_id}-{exp_name}-seed{seed})",
+            "copy the file and evaluate it with `python -m cleanrl_utils.evals.ppo_eval --model-path FILE`",
         )
     print(f"{repo_id}: {model_path}", flush=True)
     returns = evaluate(

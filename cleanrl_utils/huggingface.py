@@ -85,10 +85,14 @@ def reason(exc: BaseException) -> str:
 # ---------------------------------------------------------------- from the hub
 
 
-def download_model(repo_id: str, filename: str, flag: str = "--hf-repository") -> str:
-    """The local path of `filename` of the model repository `repo_id` (in huggingface_hub's cache; downloaded if not)"""
+def download_model(
+    repo_id: str, filename: str, flag: str = "--hf-repository", instead: str = "copy the file and pass --model-path"
+) -> str:
+    """The local path of `filename` of the model repository `repo_id` (in huggingface_hub's cache; downloaded if not);
+    `instead`: what the caller can do without the hub."""
     check_hub_installed(flag)
     check_repo_id(repo_id, flag)
+    cut_off = hub_cut_off()
     from huggingface_hub import hf_hub_download
     from huggingface_hub.constants import HF_HUB_CACHE
     from huggingface_hub.errors import (
@@ -99,12 +103,16 @@ def download_model(repo_id: str, filename: str, flag: str = "--hf-repository") -
     )
 
     try:
-        return hf_hub_download(repo_id=repo_id, filename=filename, library_name="cleanrl")
+        return hf_hub_download(
+            repo_id=repo_id, filename=filename, library_name="cleanrl", local_files_only=bool(cut_off)
+        )
     except LocalEntryNotFoundError as exc:  # (first: it is an EntryNotFoundError too)
-        why = reason(exc.__cause__) if exc.__cause__ is not None else "offline mode is on: HF_HUB_OFFLINE is set"
+        why = cut_off or (
+            reason(exc.__cause__) if exc.__cause__ is not None else "offline mode is on: HF_HUB_OFFLINE is set"
+        )
         fail(
             f"cannot get {filename} of {repo_id}: the Hugging Face Hub is unreachable ({why}) and huggingface_hub's "
-            f"cache ({HF_HUB_CACHE}) has no copy of it; connect, or copy the file and pass --model-path"
+            f"cache ({HF_HUB_CACHE}) has no copy of it; connect, or {instead}"
         )
     except EntryNotFoundError:
         fail(
@@ -119,6 +127,26 @@ def download_model(repo_id: str, filename: str, flag: str = "--hf-repository") -
         if not unreachable(exc):
             raise
         fail(f"cannot get {filename} of {repo_id}: the Hugging Face Hub is unreachable ({reason(exc)})")
+
+
+def hub_cut_off(timeout: float = 5.0) -> Optional[str]:
+    """Why the hub's address takes no connection (no name, refused, no answer within `timeout`), or None: it does, or
+    a proxy or offline mode decides. Asked first, so that a machine without the hub uses huggingface_hub's cache at
+    once instead of after its retries (about 25 s)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    proxies = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+    if constants.HF_HUB_OFFLINE or any(os.environ.get(name) for name in proxies):
+        return None
+    url = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError as exc:
+        return f"{url.hostname}: {exc.strerror or exc or type(exc).__name__}"
+    return None
 
 
 # ---------------------------------------------------------------- to the hub
@@ -162,7 +190,7 @@ def read_run(run_dir: str) -> tuple[str, dict, dict]:
 
     if not os.path.isdir(run_dir):
         fail(f"no run folder {run_dir!r}; pass --run-dir runs/RUN_NAME")
-    models = sorted(glob.glob(os.path.join(glob.escape(run_dir), "*.cleanrl_model")))
+    models = sorted(glob.glob(os.path.join(glob.escape(run_dir), "*.cleanrl_model"))) or model_of_checkpoint(run_dir)
     if len(models) != 1:
         found = f"it holds {', '.join(os.path.basename(m) for m in models)}" if models else "it holds none"
         fail(
@@ -195,6 +223,45 @@ def training_command(script: str, settings: dict, computed: list[str]) -> str:
     left_out = NOT_FLAGS | set(computed)
     flags = [flag_text(name, value) for name, value in settings.items() if name not in left_out and value is not None]
     return f"python cleanrl/{script} {' '.join(flags)}"
+
+
+def check_not_running(run_dir: str) -> None:
+    """A run that another process still trains (it holds the folder's lock) has no final model yet: one line. The run
+    that pushes itself at its end (--upload-model: this process's parent) holds it too, and may."""
+    from cleanrl_utils.runlock import holder, holder_pid
+
+    held = holder(run_dir)
+    if held is not None and holder_pid(held) not in (os.getpid(), os.getppid()):
+        fail(
+            f"{run_dir} is in use by a run that is still going ({held}): push it once the run has ended (its model "
+            "now would be an earlier attempt's, its logs cut short)"
+        )
+
+
+def model_of_checkpoint(run_dir: str) -> list[str]:
+    """A run without --save-model: its model file made from its checkpoint.pt (the same weights), in a temporary folder
+    (the run folder stays as it was); [] if it has no checkpoint."""
+    import atexit
+
+    import torch
+
+    from cleanrl_utils.evals.ppo_eval import load_checkpoint
+
+    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
+    if not os.path.exists(checkpoint_path):
+        return []
+    ckpt = load_checkpoint(checkpoint_path)
+    settings = ckpt.get("settings") or {}
+    if not ckpt.get("exp_name"):
+        return []
+    folder = tempfile.mkdtemp(prefix="cleanrl-push-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, f"{ckpt['exp_name']}.cleanrl_model")
+    model = {"model": ckpt["model"], "env_id": ckpt.get("env_id"), "exp_name": ckpt["exp_name"]}
+    model["script_path"] = ckpt.get("script_path")  # the script that trained it: its network
+    torch.save({**model, "bf16": bool(settings.get("bf16"))}, path)
+    print(f"note: {run_dir} has no .cleanrl_model (no --save-model): pushing the model of its {CHECKPOINT_FILE}")
+    return [path]
 
 
 def entity_of_login() -> str:
@@ -354,6 +421,7 @@ def push(args: Push) -> None:
     from huggingface_hub import HfApi, get_token
     from huggingface_hub.errors import HfHubHTTPError
 
+    check_not_running(args.run_dir)
     model_path, model, settings = read_run(args.run_dir)
     if not args.dry_run and get_token() is None:
         fail(f"no Hugging Face token: {LOGIN}, then push again (--dry-run writes the folder without one)")

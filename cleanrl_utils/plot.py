@@ -15,6 +15,7 @@ last 100 episodes; then mean +- std over seeds) and the runtime of each configur
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections import defaultdict
@@ -140,12 +141,52 @@ def run_identity(hyperparameters: dict[str, str], name: str) -> tuple[str, str, 
         return parse_run_name(name) or ("", "", 0)
 
 
+class _DamagedFiles(logging.Handler):
+    """The event files whose reading stopped at a damaged record (cut short, or bytes changed: its checksum fails),
+    which TensorBoard says only in a debug message before it uses what came before."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.paths: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("Truncated record in") and record.args:
+            self.paths.append(str(record.args[0]))
+
+
+@contextlib.contextmanager
+def damaged_files():
+    """The paths of the event files read inside that ended in a damaged record."""
+    logger = logging.getLogger("tensorboard")
+    handler, level = _DamagedFiles(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler.paths
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def last_step(event_file: str) -> int | None:
+    """The step of the last scalar in one event file, None if it holds none."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    return max((e.step for e in LegacyEventFileLoader(event_file).Load() if e.HasField("summary")), default=None)
+
+
 def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
-    """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none."""
+    """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none; a warning for
+    each of its event files that is damaged, naming the step where its data ends."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     acc = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point, not a sample
-    acc.Reload()
+    with damaged_files() as damaged:
+        acc.Reload()
+    for event_file in dict.fromkeys(damaged):
+        step = last_step(event_file)
+        where = "before its first step" if step is None else f"at step {step}"
+        print(f"warning: {event_file} is damaged (cut short or changed): its data ends {where}", file=sys.stderr)
     hyperparameters = {}
     if "hyperparameters/text_summary" in acc.Tags()["tensors"]:
         text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0]
@@ -153,7 +194,7 @@ def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
     env_id, exp_name, seed = run_identity(hyperparameters, name)
     scalar_tags = acc.Tags()["scalars"]
     if tag not in scalar_tags:
-        return f"no {tag} logged (no episode finished?)"
+        return f"no {tag} logged ({'its events file is damaged' if damaged else 'no episode finished?'})"
     events = acc.Scalars(tag)
     start = acc.FirstEventTimestamp()
     end = max(acc.Scalars(t)[-1].wall_time for t in scalar_tags)
@@ -256,8 +297,10 @@ def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> s
     for (env_id, label), runs in groups.items():
         finals = final_returns(runs, last)
         runtimes = np.array([r.runtime for r in runs])
+        seeds = len({r.seed for r in runs})  # a copied run is a second run of its seed, not a second seed
+        counted = f"{seeds} ({len(runs)} runs)" if len(runs) > seeds else f"{seeds}"
         lines.append(
-            f"| {env_id} | {label} | {len(runs)} | {finals.mean():.2f} ± {finals.std():.2f} "
+            f"| {env_id} | {label} | {counted} | {finals.mean():.2f} ± {finals.std():.2f} "
             f"| {format_duration(runtimes.mean())} ± {format_duration(runtimes.std())} |"
         )
     return "\n".join(lines)

@@ -129,6 +129,7 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
                 "script": os.path.basename(script),
                 "script_path": os.path.abspath(script),
                 "source": source.read(),
+                "bf16": bool(getattr(args, "bf16", False)),  # it plays as it trained (ppo_eval)
             },
             path,
             f"{instead}, and cleanrl_utils/evals/ppo_eval.py reads it; free some space for the next --save-model",
@@ -259,6 +260,13 @@ def resolve_run_name(args) -> str:
     return f"{run_name_stem(args.env_id, args.exp_name, args.seed)}__{int(time.time())}"
 
 
+def sweep_hint(args, run_name: str, sep: str) -> str:
+    """How a run of a cleanrl_utils.benchmark sweep (named `run_name_stem`, without a time) gets new runs instead;
+    nothing for another run (a plain run's name has its time, a tuner's its trial)."""
+    in_sweep = run_name == run_name_stem(args.env_id, args.exp_name, args.seed)
+    return f" (in a cleanrl_utils.benchmark sweep{sep} another --exp-name)" if in_sweep else ""
+
+
 def start_run(args_type, script: str, argv: Optional[list[str]] = None):
     """Parse the command line and find the run: (args, run name, checkpoint or None); creates nothing."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -298,7 +306,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         if getattr(args, name) != old
     ]
     if refused := [text for name, text in changed if name not in MAY_CHANGE_ON_RESUME]:
-        new_run = "start another --run-name (in a cleanrl_utils.benchmark sweep: another --exp-name)"
+        new_run = "start another --run-name" + sweep_hint(args, run_name, ":")
         fail(f"{', '.join(refused)}: a resume keeps the run's settings (--help: --resume); drop them, or {new_run}")
     for _, note in changed:  # each a flag that a resume may change
         print(f"note: resuming with {note}", flush=True)
@@ -307,7 +315,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None):
         made_by = ckpt.get("script_path") or os.path.join(os.path.dirname(script), f"{ckpt.get('exp_name')}.py")
         if os.path.exists(made_by) and not os.path.samefile(made_by, script):
             fail(f"{path} is of a run of {os.path.basename(made_by)}, not this script: resume it with {made_by}")
-        longer = "resume it with a larger --total-timesteps (in a cleanrl_utils.benchmark sweep, another --exp-name)"
+        longer = "resume it with a larger --total-timesteps" + sweep_hint(args, run_name, ",")
         print(f"run {run_name} is complete: global step {ckpt['global_step']} of --total-timesteps {total}; {longer}")
         sys.exit(0)
     old_total = stored.get("total_timesteps", total)
@@ -327,6 +335,11 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             fail(f"the disk of the run directory {run_dir!r} is full: free some space, or pass another --runs-dir")
+        if exc.errno == errno.ENAMETOOLONG:
+            shorter = "--run-name" if args.run_name is not None else "--exp-name (the run name is ENV__EXP__SEED__TIME)"
+            fail(
+                f"the run name is {len(os.fsencode(run_name))} bytes, longer than a folder name may be: give a shorter {shorter}"
+            )
         fail(f"cannot write the run directory {run_dir!r} ({exc.strerror}); pass a writable --runs-dir")
     path = os.path.join(run_dir, CHECKPOINT_FILE)
     if STARTED == (run_dir, False) and os.path.exists(path):  # written by a run that held the folder until now

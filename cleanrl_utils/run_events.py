@@ -34,6 +34,7 @@ class EventFollower:
     last_step: int = 0  # the furthest step of any tag
     last_wall: float = 0.0  # the wall-clock time of the newest point of any tag
     file_starts: list[float] = field(default_factory=list)  # each event file's first event: an attempt's start
+    tags: set[str] = field(default_factory=set)  # every scalar tag seen
     _loaders: dict[str, LegacyEventFileLoader] = field(default_factory=dict)
 
     def poll(self) -> None:
@@ -49,6 +50,7 @@ class EventFollower:
                 if not event.HasField("summary"):
                     continue
                 for value in event.summary.value:
+                    self.tags.add(value.tag)
                     self.last_step = max(self.last_step, event.step)
                     self.last_wall = max(self.last_wall, event.wall_time)
                     if value.tag != self.tag:

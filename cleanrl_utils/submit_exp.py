@@ -49,6 +49,7 @@ if (
 import tyro
 
 from cleanrl_utils.launch import slurm
+from cleanrl_utils.launch.cleanrl_flags import SUBMIT, refuse_secrets, translated
 from cleanrl_utils.launch.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.launch.processes import stop_process_groups
 from cleanrl_utils.validation import check_positive, fail
@@ -647,5 +648,12 @@ def main(args: Args) -> None:
     {"aws": submit_aws, "local": run_local, "slurm": submit_slurm}[args.provider](args, job)
 
 
+def cli(argv: Optional[list[str]] = None) -> Args:
+    """The command line's `Args`; CleanRL's own flags taken or answered in one line, a secret never shown back."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    refuse_secrets(argv, "put the W&B key in an environment variable and pass its name: --wandb-key-env NAME")
+    return tyro.cli(Args, args=translated(argv, SUBMIT))
+
+
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    main(cli())

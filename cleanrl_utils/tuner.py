@@ -16,6 +16,8 @@ exactly `num_trials` COMPLETE or PRUNED trials (docs/tuning.md).
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import json
 import math
 import os
@@ -25,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ from cleanrl_utils.launch.processes import own_group, stop_process_groups
 from cleanrl_utils.launch.runs import check_script_flags, flag_value, make_dir, print_table
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.run_events import EventFollower
+from cleanrl_utils.runlock import holder, holder_pid
 from cleanrl_utils.validation import check_env_id, check_name, fail
 
 AGGREGATIONS = ("average", "median", "max", "min")
@@ -65,6 +69,7 @@ class Run:
     done: bool = False  # finished, or stopped at the time budget
     stopped: bool = False  # stopped by the tuner
     returncode: Optional[int] = None
+    held_by: Optional[str] = None  # a live process of an earlier tuner that still runs in the folder: followed
 
     @property
     def attempts_path(self) -> str:
@@ -93,6 +98,10 @@ class Run:
     def save_attempts(self) -> None:
         with open(self.attempts_path, "w") as f:
             json.dump(self.attempts, f)
+
+
+class UnknownMetric(Exception):
+    """A run ended without logging the metric, which its script never names: a tag that does not exist."""
 
 
 @dataclass
@@ -268,25 +277,32 @@ class Tuner:
         user_storage = self.storage not in (None, "", "journal")
         storage = self.open_storage() if user_storage else None  # a bad URL fails before the study folder is made
         make_dir(self.runs_root, "the study folder")
-        storage = storage or self.open_storage()
+        check_writable(self.study_dir)
         settings = self.settings(num_seeds)
-        try:
-            study = optuna.load_study(
-                study_name=self.study_name, storage=storage, sampler=self.sampler, pruner=self.pruner
-            )
-        except KeyError:
-            study = optuna.create_study(
-                study_name=self.study_name,
-                storage=storage,
-                sampler=self.sampler,
-                pruner=self.pruner,
-                direction=self.direction,
-                load_if_exists=True,
-            )
-            study.set_user_attr("tuner", settings)
+        with self.study_lock():  # tuners started together: one creates the storage's tables, then the study
+            storage = storage or self.open_storage()
+            try:
+                study = optuna.load_study(
+                    study_name=self.study_name, storage=storage, sampler=self.sampler, pruner=self.pruner
+                )
+            except KeyError:
+                study = optuna.create_study(
+                    study_name=self.study_name,
+                    storage=storage,
+                    sampler=self.sampler,
+                    pruner=self.pruner,
+                    direction=self.direction,
+                    load_if_exists=True,
+                )
+                study.set_user_attr("tuner", settings)
         stored = study.user_attrs.get("tuner")
         if stored is not None and json.loads(json.dumps(settings)) != stored:
             differ = ", ".join(k for k in settings if stored.get(k) != json.loads(json.dumps(settings))[k])
+            scored = [t for t in study.get_trials(deepcopy=False) if t.state.name in ("COMPLETE", "PRUNED")]
+            if differ == "metric" and not scored:  # (a metric that no run logs stopped it before any score)
+                say(f"note: the study {self.study_name!r} has scored no trial: it now scores by {self.metric}")
+                study.set_user_attr("tuner", settings)
+                return study
             fail(
                 f"the study {self.study_name!r} in {self.storage_url()} was started with other settings ({differ}); "
                 "give another study name to start a new study"
@@ -298,12 +314,9 @@ class Tuner:
         host are marked interrupted, every interrupted trial is queued again once, and a trial is started if the
         study still needs one; else None."""
         import optuna
-        from optuna.storages.journal import JournalFileOpenLock
 
         TrialState = optuna.trial.TrialState
-        lock = JournalFileOpenLock(os.path.join(self.study_dir, "study"))
-        lock.acquire()
-        try:
+        with self.study_lock():
             trials = study.get_trials(deepcopy=False)
             host = socket.gethostname()
             for t in trials:
@@ -312,7 +325,7 @@ class Tuner:
                 if t.state == TrialState.RUNNING and (
                     not owner or owner.split(":")[0] == host and not pid_alive(owner)
                 ):
-                    if t.params:  # it had started its runs (a trial stopped before its params has nothing to resume)
+                    if had_runs(t):  # (a trial stopped before its params has nothing to resume)
                         optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
                     study.tell(t.number, state=TrialState.FAIL)
             trials = study.get_trials(deepcopy=False)
@@ -337,6 +350,16 @@ class Tuner:
             if "run_key" not in trial.user_attrs:
                 trial.set_user_attr("run_key", f"trial{trial.number:04d}")
             return trial
+
+    @contextlib.contextmanager
+    def study_lock(self):
+        """The study folder's lock file, held by one tuner process at a time (several may share the study)."""
+        from optuna.storages.journal import JournalFileOpenLock
+
+        lock = JournalFileOpenLock(os.path.join(self.study_dir, "study"))
+        lock.acquire()
+        try:
+            yield
         finally:
             lock.release()
 
@@ -400,10 +423,24 @@ class Tuner:
         return ActiveTrial(trial, runs, time.monotonic(), earlier, threads=threads)
 
     def start_runs(self, active: ActiveTrial) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(active.threads)}
+        """Start the runs not done; one that an earlier tuner's run still holds (its tuner was killed, its run was
+        not) is followed as it goes and continued once it lets go of its folder (a second start would stop on its
+        lock)."""
         for run in active.runs:
-            if not run.done:
-                self.start_run(run, env)
+            if run.done:
+                continue
+            run.held_by = holder(run.run_dir)
+            if run.held_by is None:
+                self.start_run(run, self.run_env(active))
+            else:
+                say(
+                    f"trial {active.trial.number}: {run.name} is still running ({run.held_by}), started by an "
+                    "earlier tuner: following it, and continuing it when it ends"
+                )
+
+    @staticmethod
+    def run_env(active: ActiveTrial) -> dict[str, str]:
+        return {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": str(active.threads)}
 
     def start_run(self, run: Run, env: dict[str, str]) -> None:
         with open(run.log_path, "a") as log:
@@ -416,10 +453,20 @@ class Tuner:
         run.save_attempts()
 
     def end_runs(self, runs: list[Run]) -> None:
-        """Stop the runs still running (SIGTERM to their process groups: they checkpoint and exit)."""
+        """Stop the runs still running (SIGTERM to their process groups: they checkpoint and exit), the followed runs
+        of an earlier tuner on this host too."""
         live = [r for r in runs if r.process is not None and r.process.poll() is None]
         for run in live:
             run.stopped = True
+        for run in runs:
+            pid = holder_pid(run.held_by) if run.held_by else None
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    try:
+                        os.killpg(pid, signal.SIGTERM)  # it leads its process group, as the tuner started it
+                    except ProcessLookupError:
+                        os.kill(pid, signal.SIGTERM)
+            run.held_by = None
         stop_process_groups([r.process for r in live])
         for run in runs:
             self.finish_run(run)
@@ -494,10 +541,15 @@ class Tuner:
         (COMPLETE, PRUNED, FAIL) once it ends, else None."""
         for run in active.runs:
             run.follower.poll()
+            if run.held_by is not None and holder(run.run_dir) is None:  # the earlier tuner's run ended: continue it
+                run.held_by = None
+                self.start_run(run, self.run_env(active))
             if run.process is not None and run.process.poll() is not None:
                 self.finish_run(run)
                 run.done = run.returncode == 0
                 run.follower.poll()
+                if run.done:
+                    self.check_metric(run)
                 if not run.done:
                     self.end_runs(active.runs)
                     lines = log_tail(run.log_path)
@@ -511,7 +563,7 @@ class Tuner:
                     return "FAIL"
             if (
                 self.objective != "score"
-                and run.process is not None
+                and (run.process is not None or run.held_by is not None)
                 and run.active_seconds(time.time()) >= self.time_budget
             ):
                 self.end_runs([run])
@@ -532,6 +584,23 @@ class Tuner:
         if all(r.done for r in active.runs):
             return "COMPLETE"
         return None
+
+    def check_metric(self, run: Run) -> None:
+        """A run that ended without a point of the metric: a script that names the metric logs it once a game ends
+        (too short a run); one that does not name it never will (a typo): UnknownMetric, naming the tags it logged."""
+        if self.metric in run.follower.tags:
+            return
+        with open(self.script, errors="replace") as f:
+            if self.metric in f.read():
+                return
+        tags = sorted(run.follower.tags)
+        close = difflib.get_close_matches(self.metric, tags, n=1)
+        raise UnknownMetric(
+            f"the metric {self.metric!r} is not a scalar that {os.path.basename(self.script)} logs: "
+            f"{run.name} logged {', '.join(tags) or 'none'}"
+            + (f"; did you mean {close[0]}?" if close else "")
+            + " Run again with one of them as the metric: the same study continues its trials"
+        )
 
     def end_trial(self, study, active: ActiveTrial, state: str) -> str:
         """Record the trial's end; returns its state (a trial whose runs logged no game fails)."""
@@ -607,7 +676,11 @@ class Tuner:
                     break
                 time.sleep(POLL_S)
                 for item in list(active):
-                    state = self.poll_trial(study, item, every[item.trial.number])
+                    try:
+                        state = self.poll_trial(study, item, every[item.trial.number])
+                    except UnknownMetric as exc:  # every trial would fail the same way: stop them to continue later
+                        self.interrupt(study, active)
+                        fail(str(exc))
                     if state is not None:
                         active.remove(item)
                         state = self.end_trial(study, item, state)
@@ -642,7 +715,7 @@ class Tuner:
         for item in active:
             seconds = item.earlier_s + time.monotonic() - item.started
             item.trial.set_user_attr("wall_time_s", round(seconds, 1))
-            if item.trial.params:  # a trial stopped before its params has no runs to resume: a fresh one replaces it
+            if had_runs(item.trial):  # a trial stopped before its params has no runs to resume: a fresh one replaces it
                 item.trial.set_user_attr("interrupted", True)
             study.tell(item.trial, state=optuna.trial.TrialState.FAIL)
             say(f"trial {item.trial.number} INTERRUPTED after {seconds:.1f}s (continues on the next start)")
@@ -684,6 +757,24 @@ def pid_alive(owner: str) -> bool:
         return f"{psutil.Process(int(pid)).create_time():.2f}" == started or not started
     except psutil.NoSuchProcess:
         return False
+
+
+def check_writable(folder: str) -> None:
+    """The study folder takes new files (its lock, storage, runs), else one line (a read-only copy of a study)."""
+    try:
+        fd, path = tempfile.mkstemp(dir=folder, prefix=".writable_")
+        os.close(fd)
+        os.unlink(path)
+    except OSError as exc:
+        fail(
+            f"cannot write in the study folder {folder!r} ({exc.strerror}): the tuner keeps the study's lock, "
+            "storage and runs there; make it writable, or copy it and pass the copy's folder as --studies-dir"
+        )
+
+
+def had_runs(trial) -> bool:
+    """Whether the trial had made its runs (its command is recorded first; a study of fixed flags has no params)."""
+    return bool(trial.params) or "command" in trial.user_attrs
 
 
 def first_line(exc: BaseException) -> str:

@@ -21,6 +21,11 @@ def computed_fields(args_type: type) -> frozenset[str]:
     return frozenset(name for name, hint in hints.items() if tyro.conf._markers.Suppress in typing.get_args(hint)[1:])
 
 
+def counted(n: int, word: str, plural: str = "") -> str:
+    """`1 core`, `2 cores` (`plural`: the word's plural when it is not `word` + s)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def check_positive(**counts: float) -> None:
     """The tools' own counts (`--num-seeds`, `--vcpus`...) are positive (a script's flags: `check_ranges`)."""
     for name, value in counts.items():
@@ -92,6 +97,12 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
     import gymnasium as gym
 
     gym.register_envs(ale_py)
+    if env_id not in gym.registry and f"ALE/{env_id}" in gym.registry:  # EnvPool names the games so: Breakout-v5
+        same = env_id.rsplit("-", 1)[0] + "NoFrameskip-v4"
+        ids = f"{same} (CleanRL's benchmark) or " * (same in gym.registry) + f"ALE/{env_id} (sticky actions)"
+        fail(
+            f"{env_id!r} is EnvPool's name of the game; the scripts take gymnasium's ids, with --vector-env envpool too: {ids}"
+        )
     if env_id not in gym.registry:
         matches = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(matches)}?" if matches else "see `gymnasium.pprint_registry()` for ids"

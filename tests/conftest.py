@@ -70,3 +70,22 @@ def pytest_collection_modifyitems(config, items):
 def gpu_env() -> dict[str, str]:
     """The environment for the processes a `gpu` test starts: the machine's GPUs visible."""
     return machine_env()
+
+
+@pytest.fixture
+def read_only():
+    """`read_only(folder)` makes the folder a read-only bind mount of itself for the test (skipped where mounting
+    is not allowed: as root a folder's mode alone does not stop a write)."""
+    mounted = []
+
+    def make(folder) -> None:
+        for args in (["--bind", str(folder), str(folder)], ["-o", "remount,bind,ro", str(folder)]):
+            res = subprocess.run(["mount", *args], capture_output=True, text=True)
+            if res.returncode != 0:
+                pytest.skip(f"cannot mount here: {res.stderr.strip()[:200]}")
+            if args[0] == "--bind":
+                mounted.append(folder)
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)

@@ -594,3 +594,24 @@ def test_job_array_runs_to_completion_on_a_real_slurm_cluster(slurm_cluster, tmp
     assert "sbatch exited with 1; task logs are in logs/" in res.stderr
     job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)
     assert "error: unknown environment id 'NoSuchEnv-v0'" in (tmp_path / "logs" / f"ppo_{job_id}_0.log").read_text()
+
+
+def test_cleanrls_own_slurm_line_runs_with_its_renamed_flags(tmp_path):
+    """CleanRL's benchmark/ppo.sh Atari line: --slurm-total-cpus (CPUs of an array task) is each Slurm task's share
+    of them here; --no-auto-tag (what this runner does anyway) is taken, --auto-tag is one line."""
+    grid = ["--env-ids", "PongNoFrameskip-v4", "--num-seeds", "3", "--command", "python cleanrl/ppo_atari.py --track"]
+    cleanrl = ["--slurm-gpus-per-task", "1", "--slurm-ntasks", "1", "--slurm-total-cpus", "10", "--no-auto-tag"]
+    assert "#SBATCH --cpus-per-task=10" in render(tmp_path, "slurm_gpu.template", *grid, *cleanrl).splitlines()
+    two = ["--slurm-ntasks", "2", "--slurm-total-cpus=10"]
+    assert "#SBATCH --cpus-per-task=5" in render(tmp_path, "slurm_gpu.template", *grid, *two).splitlines()
+    res = run_script([BENCHMARK, *grid, "--auto-tag"], cwd=tmp_path, timeout=60)
+    assert_one_line_error(res, "--auto-tag is not a flag of this tool: this runner does not tag runs")
+
+
+@pytest.mark.parametrize("flag", ["--wandb-key", "--wandb_key", "--hf-token"])
+def test_a_secret_on_the_command_line_is_refused_without_showing_it(tmp_path, flag):
+    secret = "s3cr3t-value-9d8e7f"
+    for argv in ([flag, secret], [f"{flag}={secret}"], ["--command", f"python cleanrl/ppo.py {flag} {secret}"]):
+        res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", *argv], cwd=tmp_path, timeout=60)
+        assert_one_line_error(res, f"{flag.replace('_', '-')} would put a secret on the command line")
+        assert secret not in res.stdout + res.stderr and "WANDB_API_KEY" in res.stderr

@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from helpers import start_script
+from helpers import run_script, start_script
 
 from cleanrl_utils.cpu import thread_plan
 from cleanrl_utils.benchmark import run_env
@@ -40,6 +40,61 @@ def test_the_1_torchrun_sets_for_several_ranks_is_not_a_choice(bare):
     bare.setenv("TORCHELASTIC_RUN_ID", "job")
     assert thread_plan(0, 0, 8, local_ranks=2, cores=16) == (8, 8, 8, "its cores")
     assert thread_plan(0, 0, 8, local_ranks=1, cores=16) == (16, 1, 1, "OMP_NUM_THREADS")
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "1.5", "-2"])
+def test_an_omp_num_threads_that_is_no_count_is_named_in_a_note(bare, capsys, value):
+    """libgomp ignores it after a warning of its own; the note says which variable and value, and the run sizes its
+    threads as if it were unset."""
+    bare.setenv("OMP_NUM_THREADS", value)
+    assert thread_plan(0, 0, 8, cores=4) == (4, 4, 4, "its cores")
+    note = f"note: OMP_NUM_THREADS={value!r} is not a positive whole number: ignored (unset it, or give a count)"
+    assert capsys.readouterr().out.splitlines() == [note]
+
+
+def test_omp_num_threads_above_the_cores_is_capped_with_the_flags_note(bare, capsys):
+    bare.setenv("OMP_NUM_THREADS", "64")
+    assert thread_plan(0, 0, 8, cores=2) == (2, 2, 2, "OMP_NUM_THREADS")
+    why = "(more threads than cores only wait for each other)"
+    assert capsys.readouterr().out.splitlines() == [
+        f"note: OMP_NUM_THREADS 64 is more than the 2 cores this process may use: using 2 {why}"
+    ]
+    assert thread_plan(1, 1, 8, cores=2)[1:3] == (1, 1) and capsys.readouterr().out == ""  # the flags decide
+
+
+@pytest.mark.slow
+def test_a_run_under_omp_num_threads_above_its_cores_starts_as_many_torch_threads_as_cores(tmp_path, bare):
+    """64 torch threads on 2 cores ran at a thirtieth of the speed: the start line shows the capped count."""
+    cores = len(os.sched_getaffinity(0))
+    run = ["cleanrl/ppo_atari.py", "--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64"]
+    res = run_script([*run, "--no-progress-bar", "--runs-dir", str(tmp_path)], tmp_path, 300, {"OMP_NUM_THREADS": "64"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "note: OMP_NUM_THREADS 64 is more than the" in res.stdout
+    assert f" {cores} torch threads (OMP_NUM_THREADS)" in res.stdout, res.stdout
+
+
+@pytest.mark.slow
+def test_the_start_line_of_a_one_core_run_says_1_core(tmp_path, bare):
+    run = [
+        "cleanrl/ppo_atari.py",
+        "--num-envs",
+        "2",
+        "--num-steps",
+        "32",
+        "--total-timesteps",
+        "64",
+        "--no-progress-bar",
+    ]
+    res = run_script(["-c", RUN_ON_CORE_0, *run, "--runs-dir", str(tmp_path)], tmp_path, 300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert ", 1 core: 1 torch threads (its cores)" in res.stdout, res.stdout
+
+
+# `python -c RUN_ON_CORE_0 SCRIPT ARGS...`: the script on the first core this process may use, alone
+RUN_ON_CORE_0 = (
+    "import os, runpy, sys; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def threads_of(pid: int) -> int:

@@ -90,6 +90,19 @@ def test_explicit_nccl_on_a_shared_gpu_is_a_one_line_error(monkeypatch, capsys):
     assert "local ranks 0, 1 share cuda:0" in message and "leave out --backend" in message
 
 
+def test_counts_of_one_are_singular(monkeypatch, capsys):
+    """ "1 ranks", "1 CUDA devices" read as typos in a line that tells the user what to change."""
+    gpus(monkeypatch, 1)
+    info = distributed.DistInfo(0, 1, 0, 1, True, "torchrun")
+    for argv, said in (
+        (["--device-ids", "0", "0"], "--device-ids has 2 entries but this node runs 1 rank: give one"),
+        (["--device-ids", "3"], "--device-ids [3] do not exist: this machine has 1 CUDA device"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            distributed.resolve_device(device_args(*argv), info)
+        assert str(exit_info.value.code).startswith(f"error: {said}")
+
+
 def test_explicit_gloo_on_gpus_stays_gloo_without_a_note(monkeypatch, capsys):
     placed, out = ranks_of_node(2, "--backend", "gloo", count=1, monkeypatch=monkeypatch, capsys=capsys)
     assert placed == [(torch.device("cuda", 0), "gloo")] * 2 and out.out == ""

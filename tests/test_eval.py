@@ -212,3 +212,67 @@ def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     assert {key: s for key, s in results.items() if s != "no-torch"} == {
         key: "PASSIVE" for key, s in results.items() if s != "no-torch"
     }
+
+
+# ---------------------------------------------------------------- damaged files, --bf16 models
+
+
+def test_a_model_file_cut_short_or_changed_is_named_damaged(tmp_path):
+    """torch's files are zip archives: one that starts as such but does not load is damaged, not "another kind"."""
+    ppo = load_script("cleanrl/ppo.py", "ppo_for_damage")
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")])
+    path = tmp_path / "ppo.cleanrl_model"
+    torch.save({"model": ppo.Agent(envs).state_dict(), "env_id": "CartPole-v1"}, path)
+    envs.close()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(
+        SystemExit, match=r"^error: the model file .* is damaged \(cut short or changed: .*\); save, copy"
+    ):
+        evaluate(str(path))
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(
+        SystemExit, match=r"^error: cannot read the model file .*; is it a \.cleanrl_model or checkpoint"
+    ):
+        evaluate(str(tmp_path / "notes.txt"))
+
+
+@pytest.mark.slow
+def test_a_bf16_model_plays_as_it_trained(tmp_path, capsys):
+    """`--bf16 --save-model`: the file says so, and the evaluation runs the network under bfloat16 autocast as the
+    run did (it used to play in float32 without a word); a network without the switch plays in float32, said so."""
+    from helpers import run_script
+
+    res = run_script(
+        ["cleanrl/ppo.py", "--bf16", "--save-model", "--total-timesteps", "512", "--no-progress-bar"], tmp_path, 300
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ppo = load_script("cleanrl/ppo.py", "ppo_for_bf16")
+    built = []
+
+    def model(envs):
+        built.append(ppo.Agent(envs))
+        return built[-1]
+
+    for path in (run_dir / "ppo.cleanrl_model", run_dir / "checkpoint.pt"):
+        evaluate(str(path), eval_episodes=1, Model=model)
+        assert built[-1].bf16 is True
+        assert (
+            f"note: {path} was trained with --bf16: its network plays under bfloat16 autocast"
+            in capsys.readouterr().out
+        )
+
+    class Float32Only(nn.Module):
+        def __init__(self, envs):
+            super().__init__()
+            self.inner = ppo.Agent(envs)
+
+        def get_action_and_value(self, x, action=None):
+            return self.inner.get_action_and_value(x, action)
+
+    weights = torch.load(run_dir / "ppo.cleanrl_model", weights_only=True)
+    weights["model"] = {f"inner.{k}": v for k, v in weights["model"].items()}
+    torch.save(weights, tmp_path / "wrapped.cleanrl_model")
+    evaluate(str(tmp_path / "wrapped.cleanrl_model"), eval_episodes=1, Model=Float32Only)
+    assert "trained with --bf16, but Float32Only has no bf16 switch: it plays in float32" in capsys.readouterr().out

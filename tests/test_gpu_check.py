@@ -110,8 +110,7 @@ def test_the_steps_limits_fit_the_budget_and_the_budget_the_whole_check():
         keys = [key for _, key, _ in check.plan()]
         expected = set(gpu_check.LIMITS) - ({"resume_cpu"} if cpu else set())
         assert len(keys) == (CPU_STEPS if cpu else STEPS) == len(expected) and set(keys) == expected
-    for column in (0, 1):  # on a GPU, with --cpu
-        assert sum(limits[column] for limits in gpu_check.LIMITS.values()) <= gpu_check.BUDGET_S
+    assert sum(gpu_check.LIMITS.values()) <= gpu_check.BUDGET_S  # on a GPU; --cpu has no budget of its own
     # the correctness steps first: they must not be the ones a slow machine loses
     assert list(gpu_check.LIMITS).index("stop_ranks") < list(gpu_check.LIMITS).index("network")
     script = (REPO_ROOT / "benchmark" / "gpu_check.sh").read_text()
@@ -119,7 +118,21 @@ def test_the_steps_limits_fit_the_budget_and_the_budget_the_whole_check():
     reserve = int(re.search(r"total=\$\(\(budget \+ (\d+)\)\)", script)[1])
     assert budget == gpu_check.BUDGET_S and budget + reserve <= WHOLE_CHECK_S
     # a step that overruns is stopped inside its limit, its runs' SIGKILL grace included
-    assert all(gpu_check.STOP_GRACE_S < min(v) for k, v in gpu_check.LIMITS.items() if k != "gpu_use")
+    assert all(gpu_check.STOP_GRACE_S < v for k, v in gpu_check.LIMITS.items() if k != "gpu_use")
+
+
+def test_the_cpu_mode_judges_no_step_by_its_time():
+    """A check of the tool on a busy machine is slow, not wrong: with --cpu every step gets the hang limit alone, and
+    the whole check no budget (the versions step, torch's import, was stopped at 13 s on a loaded 2-core machine)."""
+    check = gpu_check.Check(gpu_check.Args(cpu=True))
+    os.rmdir(check.workdir)
+    assert check.deadline == float("inf")
+    limits = []
+    check.step = lambda name, limit, fn: limits.append(limit)
+    check.all_steps()
+    assert limits == [gpu_check.CPU_HANG_S] * CPU_STEPS
+    script = (REPO_ROOT / "benchmark" / "gpu_check.sh").read_text()
+    assert 'exec "$py" -m benchmark.lab.gpu_check ${given_budget:+--budget "$budget"} "${args[@]}"' in script
 
 
 def test_without_a_gpu_the_check_says_how_to_check_the_tool_instead(tmp_path):
@@ -159,7 +172,7 @@ def test_help_runs_nothing_from_any_folder(tmp_path):
         )
         assert result.returncode == 0 and "gpu_check" in result.stdout, result.stderr
         helps[script] = result.stdout
-    assert "--budget FLOAT" in helps["benchmark/gpu_check.sh"].partition("options")[2]  # the module's flags too
+    assert "--budget {None}|FLOAT" in helps["benchmark/gpu_check.sh"].partition("options")[2]  # the module's flags too
     assert not (REPO_ROOT / "wheels").exists() and list(tmp_path.iterdir()) == []
 
 
@@ -291,23 +304,21 @@ def test_bf16_step_times_the_fastest_eager_run_in_turn_with_float32(monkeypatch,
 
 @pytest.mark.slow
 def test_a_stopped_check_stops_its_runs_and_writes_what_it_has(tmp_path):
-    # --budget 620 doubles every step's limit: the versions step's torch import must not be cut on a busy machine
     proc = subprocess.Popen(
-        ["bash", "benchmark/gpu_check.sh", "--cpu", "--budget", "620", "--out", str(tmp_path)],
+        ["bash", "benchmark/gpu_check.sh", "--cpu", "--out", str(tmp_path)],
         cwd=REPO_ROOT,
         env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 120
     first = proc.stdout.readline()  # the versions step's line: the training step is under way
     assert first.startswith("PASS versions"), first
     time.sleep(1)
     children = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert children, "no run under way"
     proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+    out = proc.communicate(timeout=300)[0]  # (a hang's guard: a stop takes seconds)
     assert proc.returncode == 143, out
     report = json.loads((tmp_path / "gpu_cpu.json").read_text())
     assert report["stopped_by"] == "SIGTERM" and len(report["steps"]) == 2
@@ -319,13 +330,10 @@ def test_a_stopped_check_stops_its_runs_and_writes_what_it_has(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.torchrun
+@pytest.mark.timeout(3600)  # no budget with --cpu: a loaded machine may take long, only a hang fails
 def test_cpu_mode_runs_every_step_and_writes_its_report_where_asked(tmp_path):
     before = sorted((REPO_ROOT / "docs" / "benchmarks").glob("gpu_*"))
-    # twice the default budget, which scales every step's limit: the suite runs this next to other tests
-    budget = 2 * int(gpu_check.BUDGET_S)
-    result = run_tool(
-        "benchmark/gpu_check.sh", "--cpu", "--budget", str(budget), "--out", str(tmp_path), timeout=budget + 60
-    )
+    result = run_tool("benchmark/gpu_check.sh", "--cpu", "--out", str(tmp_path), timeout=3000)
     output = result.stdout + result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
     assert len(lines) == CPU_STEPS, output

@@ -443,3 +443,87 @@ def test_enjoy_and_ppo_eval_download_through_the_hub_cache_offline(tmp_path):
     )
     line = error_line(run(["-m", "cleanrl_utils.evals.ppo_eval", "--hf-repository", "breakout"], tmp_path, hf_home))
     assert line.startswith("error: --hf-repository 'breakout' is not a repository id: give ENTITY/NAME")
+
+
+# ---------------------------------------------------------------- faults around a run
+
+
+HOLD = (
+    "import sys, time; from cleanrl_utils.runlock import hold_run_folder; hold_run_folder(sys.argv[1], 'checkpoint.pt'); "
+    "print('held', flush=True); time.sleep(600)"
+)
+
+
+@pytest.mark.slow
+def test_a_push_of_a_run_another_process_holds_is_refused(trained_run, tmp_path):
+    """A run still training has no final model yet: a push, dry or not, stops before it plays or writes anything."""
+    copy = own_copy(trained_run, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(copy)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for dry in (["--dry-run"], []):
+            push = ["-m", "cleanrl_utils.huggingface", "push", "--run-dir", str(copy), "--repo-id", "me/breakout", *dry]
+            res = run(push, tmp_path, tmp_path / "hf", HF_TOKEN="hf_test")
+            line = error_line(res)
+            assert line.startswith(f"error: {copy} is in use by a run that is still going (host "), line
+            assert f"pid {holder.pid}," in line and "push it once the run has ended" in line
+            assert "eval episode" not in res.stdout and not (copy / "huggingface").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+def test_a_run_with_only_its_checkpoint_is_pushed_with_the_model_taken_from_it(trained_run, tmp_path):
+    """A run trained without --save-model: ppo_eval reads its checkpoint.pt, and so does the push."""
+    copy = own_copy(trained_run, tmp_path)
+    (copy / "ppo_atari.cleanrl_model").unlink()
+    before = sorted(p.name for p in copy.iterdir())
+    push = ["-m", "cleanrl_utils.huggingface", "push", "--run-dir", str(copy), "--repo-id", "me/breakout"]
+    res = run([*push, "--eval-episodes", "1", "--dry-run"], tmp_path, tmp_path / "hf")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"note: {copy} has no .cleanrl_model (no --save-model): pushing the model of its checkpoint.pt" in res.stdout
+    pushed = torch.load(copy / "huggingface" / "ppo_atari.cleanrl_model", weights_only=True)
+    agent = torch.load(copy / "checkpoint.pt", weights_only=True)["state"]["agent"]
+    assert pushed["env_id"] == BREAKOUT and pushed["model"].keys() == agent.keys()
+    assert all(torch.equal(pushed["model"][k], agent[k]) for k in agent)
+    assert sorted(p.name for p in copy.iterdir()) == sorted([*before, "huggingface"])  # no model file left in the run
+
+
+def test_enjoy_without_the_hub_uses_the_cache_at_once_or_says_what_enjoy_can_do(tmp_path):
+    """The hub's address refuses: no retries (they took about 25 s, each a warning line), the cached model plays; a
+    model not in the cache is one line pointing to ppo_eval, not to a --model-path that enjoy does not have."""
+    hf_home = tmp_path / "hf"
+    fill_hub_cache(hf_home, "me/breakout", {"ppo_atari.cleanrl_model": fresh_agent_file(tmp_path / "ours")})
+    away = {"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}
+    enjoy = ["-m", "cleanrl_utils.enjoy", "--eval-episodes", "1", "--no-cuda"]
+    res = run([*enjoy, "--hf-repository", "me/breakout"], tmp_path, hf_home, **away)
+    assert res.returncode == 0 and res.stderr == "", res.stderr[-2000:]
+    assert games(res.stdout)
+    line = error_line(run(enjoy, tmp_path, hf_home, **away))
+    assert line.startswith(f"error: cannot get ppo_atari.cleanrl_model of cleanrl/{BREAKOUT}-ppo_atari-seed1: the ")
+    assert "Hugging Face Hub is unreachable (127.0.0.1: Connection refused)" in line
+    assert line.endswith(
+        "copy the file and evaluate it with `python -m cleanrl_utils.evals.ppo_eval --model-path FILE`"
+    )
+
+
+def test_the_eval_checks_its_video_folder_before_it_plays(tmp_path, read_only):
+    """A --video-dir that cannot be made or written: one line before the first game, not ffmpeg's broken pipe."""
+    model = fresh_agent_file(tmp_path / "run")
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "shut").mkdir()
+    eval_ = ["-m", "cleanrl_utils.evals.ppo_eval", "--model-path", str(model), "--capture-video", "--no-cuda"]
+    blocked = tmp_path / "a_file" / "videos"
+    res = run([*eval_, "--video-dir", str(blocked)], tmp_path, tmp_path / "hf")
+    assert (
+        error_line(res)
+        == f"error: cannot write the videos to {str(blocked)!r} (a file is in the way): pass a writable --video-dir"
+    )
+    assert "eval episode" not in res.stdout
+    read_only(tmp_path / "shut")
+    res = run([*eval_, "--video-dir", str(tmp_path / "shut")], tmp_path, tmp_path / "hf")
+    assert (
+        "(Read-only file system): pass a writable --video-dir" in error_line(res) and "eval episode" not in res.stdout
+    )

@@ -311,7 +311,7 @@ PRE_GROUP = {
     # case: (arguments, local world size, fragment of the error)
     "not divisible": (["--num-envs", "3"], 2, "--num-envs 3 is not divisible by the world size 2"),
     "disagree": (["--num-envs", "8", "--local-num-envs", "3"], 2, "disagree: with world size 2, --num-envs must be 6"),
-    "device ids": (["--device-ids", "0"], 2, "--device-ids has 1 entries but this node runs 2 ranks"),
+    "device ids": (["--device-ids", "0"], 2, "--device-ids has 1 entry but this node runs 2 ranks"),
     "nccl": (["--backend", "nccl"], 2, "--backend nccl needs a CUDA device on every rank"),
     "minibatches": (["--local-num-envs", "1", "--num-steps", "6"], 2, "is not divisible by --num-minibatches 4"),
     "1e2 timesteps": (["--local-num-envs", "2", "--total-timesteps", "1e2"], 2, "--total-timesteps 100 is smaller"),

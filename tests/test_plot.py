@@ -236,3 +236,62 @@ def test_a_run_without_logged_identity_is_named_by_its_folder_or_skipped(tmp_pat
     assert res.returncode == 0, res.stderr
     assert set(table_rows(res.stdout)) == {("CartPole-v1", "ppo")}
     assert f"warning: skipping {tmp_path / 'runs' / 'my-run'}: it logged no env_id, exp_name and seed" in res.stderr
+
+
+def write_returns(run_dir, seed: int, returns: list[float]) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    params = {"exp_name": "ppo", "seed": seed, "env_id": "CartPole-v1"}
+    with SummaryWriter(str(run_dir)) as writer:
+        writer.add_text(
+            "hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in params.items())
+        )
+        for step, value in enumerate(returns):
+            writer.add_scalar("charts/episodic_return", value, 100 * (step + 1))
+
+
+def test_a_damaged_events_file_is_named_with_the_step_where_its_data_ends(tmp_path):
+    """A cut events file, or one with bytes changed inside, is read as far as it is whole: the plot says so, naming the
+    file and the last step it holds (it used to plot what was left without a word)."""
+    write_returns(tmp_path / "runs" / "cut", 1, [float(i) for i in range(40)])
+    write_returns(tmp_path / "runs" / "changed", 2, [float(i) for i in range(40)])
+    write_returns(tmp_path / "runs" / "stub", 3, [1.0])
+    cut, changed, stub = (
+        next((tmp_path / "runs" / name).glob("events.out.tfevents.*")) for name in ("cut", "changed", "stub")
+    )
+    data = cut.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    data = bytearray(changed.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    changed.write_bytes(bytes(data))
+    stub.write_bytes(stub.read_bytes()[:10])
+    res = run_script(
+        [PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"), "--formats", "png"],
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    for path in (cut, changed):
+        found = re.search(
+            rf"warning: {re.escape(str(path))} is damaged \(cut short or changed\): its data ends at step (\d+)",
+            res.stderr,
+        )
+        assert found, res.stderr
+        assert 100 <= int(found.group(1)) < 4000  # somewhere inside, not the end
+    assert f"warning: {stub} is damaged (cut short or changed): its data ends before its first step" in res.stderr
+    assert f"skipping {stub.parent}: no charts/episodic_return logged (its events file is damaged)" in res.stderr
+    assert "no episode finished" not in res.stderr
+
+
+def test_the_seeds_column_counts_seeds_not_runs(tmp_path):
+    """A copy of a run of seed 1 is a second run of that seed: 2 seeds, 3 runs."""
+    write_returns(tmp_path / "runs" / "a", 1, [10.0])
+    write_returns(tmp_path / "runs" / "a-copy", 1, [10.0])
+    write_returns(tmp_path / "runs" / "b", 2, [20.0])
+    res = run_script(
+        [PLOT, "--run-dirs", str(tmp_path / "runs"), "--output", str(tmp_path / "p"), "--formats", "png"],
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert table_rows(res.stdout)[("CartPole-v1", "ppo")][0] == "2 (3 runs)"

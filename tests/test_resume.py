@@ -213,11 +213,12 @@ def test_stop_hint_verbatim_resumes_then_extends_and_refuses_changes(script, tmp
 
     # complete: says so, exits 0, changes nothing
     assert again.returncode == 0 and "run cut is complete: global step 640" in again.stdout, again.stderr
+    assert "sweep" not in again.stdout  # a run named by --run-name is no sweep's: no hint about sweeps
 
     # changed settings: refused in one line naming every one of them
     assert_one_line_error(refused, "--learning-rate 0.002 (the run has --learning-rate 0.001)")
     assert "--clip-coef 0.3" in refused.stderr and "--seed 7" in refused.stderr and "--num-envs" not in refused.stderr
-    assert "in a cleanrl_utils.benchmark sweep: another --exp-name" in refused.stderr  # where a sweep names its runs
+    assert "sweep" not in refused.stderr  # (a sweep's run, named ENV__EXP__SEED, is told of --exp-name)
 
     # a larger --total-timesteps extends the finished run; the learning rate anneals to the new end
     assert longer.returncode == 0, longer.stderr[-2000:]

@@ -85,3 +85,18 @@ def test_a_cartpole_checkpoint_resumed_with_the_atari_script_names_the_script_th
     assert str(REPO_ROOT / "cleanrl" / "ppo.py") in result.stderr or "cleanrl/ppo.py" in result.stderr
     # nothing written by the refused resume
     assert sorted(os.listdir(root / "runs" / "cp")) == ast.literal_eval(listing.stdout)
+
+
+def test_a_run_name_longer_than_a_folder_name_says_so(tmp_path):
+    """256 bytes: one line naming the length and the flag to shorten (it used to ask for a writable --runs-dir)."""
+    runs = str(tmp_path / "runs")
+    cases = [
+        (["cleanrl/ppo.py", "--run-name", "a" * 256, "--runs-dir", runs, "--total-timesteps", "512"], tmp_path),
+        (["cleanrl/ppo.py", "--exp-name", "a" * 240, "--runs-dir", runs, "--total-timesteps", "512"], tmp_path),
+    ]
+    named, built = run_each(cases, timeout=120)
+    assert_one_line_error(
+        named, "the run name is 256 bytes, longer than a folder name may be: give a shorter --run-name"
+    )
+    assert_one_line_error(built, "give a shorter --exp-name (the run name is ENV__EXP__SEED__TIME)")
+    assert "writable" not in named.stderr + built.stderr

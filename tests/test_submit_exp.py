@@ -660,3 +660,45 @@ def test_a_dry_run_warns_of_idle_cores_and_lost_run_folders(tmp_path):
         aws_env(tmp_path),
     )
     assert fitting.returncode == 0 and "idle" not in fitting.stderr and "EFS" not in fitting.stderr, fitting.stderr
+
+
+def test_cleanrls_own_command_line_is_taken_with_its_renamed_flags(tmp_path):
+    """CleanRL's documented AWS line: each of its flags that this tool renamed means the same here (hours as
+    seconds, attempts as retries after the first)."""
+    cleanrl = ["--docker-tag", "vwxyzjn/cleanrl:latest", "--job-queue", "c5a-large-spot", "--num-seed", "2"]
+    cleanrl += ["--num-vcpu", "1", "--num-memory", "2000", "--num-hours", "48.0", "--aws-num-retries", "2"]
+    res = run_submit(
+        ["--command", "python cleanrl/ppo.py --env-id CartPole-v1", *cleanrl, "--provider", "aws", "--dry-run"],
+        tmp_path,
+        aws_env(tmp_path),
+    )
+    assert res.returncode == 0, res.stderr
+    requests = json.loads(res.stdout)
+    assert [r["operation"] for r in requests] == ["RegisterJobDefinition"] + ["SubmitJob"] * 2
+    definition = requests[0]["params"]
+    container = definition["containerProperties"]
+    assert container["image"] == "vwxyzjn/cleanrl:latest"
+    assert {r["type"]: r["value"] for r in container["resourceRequirements"]} == {"VCPU": "1", "MEMORY": "2000"}
+    assert definition["timeout"] == {"attemptDurationSeconds": 48 * 3600}
+    assert definition["retryStrategy"]["attempts"] == 2
+    assert requests[1]["params"]["jobQueue"] == "c5a-large-spot"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-b"], "-b is not a flag of this tool: build and push the repository's Dockerfile yourself"),
+        (["--exp-script", "ppo.sh"], "--exp-script is not a flag of this tool: CleanRL's --exp-script names a file"),
+    ],
+)
+def test_cleanrls_flags_without_an_equal_here_name_what_to_do(tmp_path, args, message):
+    res = run_submit(["--command", USER_COMMAND, *args, "--dry-run"], tmp_path, aws_env(tmp_path))
+    assert message in one_error_line(res) and not res.stdout
+
+
+@pytest.mark.parametrize("key", [["--wandb-key", SECRET], [f"--wandb-key={SECRET}"], ["--wandb_key", SECRET]])
+def test_cleanrls_wandb_key_is_refused_without_printing_it(tmp_path, key):
+    """CleanRL's test line: its key used to come back in clear text in tyro's box."""
+    res = run_submit(["--docker-tag", "vwxyzjn/cleanrl:latest", *key, "--command", USER_COMMAND], tmp_path)
+    assert "pass its name: --wandb-key-env NAME" in one_error_line(res)
+    assert SECRET not in res.stdout + res.stderr

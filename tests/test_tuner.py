@@ -329,8 +329,11 @@ def two_tuner_command(study_dir_root: str, extra: list[str]) -> list[str]:
     ]
 
 
-def check_shared(root: Path, num_trials: int) -> set[str]:
-    study = load("journal:" + str(root / "studies" / "shared" / "journal.log"), "shared")
+def check_shared(root: Path, num_trials: int, storage: str = "journal") -> set[str]:
+    folder = root / "studies" / "shared"
+    study = load(
+        f"journal:{folder / 'journal.log'}" if storage == "journal" else f"sqlite:///{folder / 'study.db'}", "shared"
+    )
     trials = study.get_trials()
     assert len(trials) == num_trials and all(t.state.name == "COMPLETE" for t in trials), trials
     runs = sorted((root / "studies" / "shared" / "runs").iterdir())
@@ -455,3 +458,132 @@ def test_time_auc_stops_each_run_at_its_time_budget_and_an_ownerless_trial_is_no
     follower = follow(run_dir)
     assert 0 < trial.value <= max(follower.values) / 500 and follower.last_step < 10_000_000
     assert trial.intermediate_values and set(trial.intermediate_values) <= {1, 3, 4, 6, 7, 9, 10, 12, 13, 15}
+
+
+# ---------------------------------------------------------------------------------------------- faults around a study
+
+
+def one_trial_command(extra: list[str] = (), total: int = 512) -> list[str]:
+    """A study of one trial of fixed parameters (`total` steps) on the default SQLite storage."""
+    fixed = {
+        "learning-rate=loguniform(3e-4,3e-3)": "learning-rate=0.00025",
+        "total-timesteps=512": f"total-timesteps={total}",
+    }
+    return [fixed.get(w, w) for w in two_tuner_command("studies", ["--num-trials", "1", *extra])]
+
+
+@pytest.mark.slow
+def test_a_killed_tuners_run_still_going_is_followed_and_scored_when_it_ends(tmp_path):
+    """SIGKILL reaches the tuner, not its run (a process group of its own): the same command again finds the run
+    still holding its folder, says so, follows it and continues it once it ends, instead of a FAIL on its lock."""
+    from cleanrl_utils.runlock import holder
+
+    root = scratch(tmp_path)
+    command = one_trial_command(total=20000)  # fixed flags: a trial of no params is continued as well
+    first = subprocess.Popen(command, cwd=root, env=tuner_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    run_dir = root / "studies" / "shared" / "runs" / "trial0000__CartPole-v1__1"
+    while first.poll() is None and not (run_dir.exists() and follow(run_dir).last_step > 0):
+        time.sleep(0.2)
+    first.kill()
+    first.wait()
+    assert holder(str(run_dir)) is not None, "the run ended with its tuner"
+    res = subprocess.run(command, cwd=root, env=tuner_env(), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert re.search(r"trial 1: trial0000__CartPole-v1__1 is still running \(host .*, pid \d+", res.stdout), res.stdout
+    study = load(f"sqlite:///{root / 'studies' / 'shared' / 'study.db'}", "shared")
+    interrupted, continued = study.get_trials()
+    assert interrupted.user_attrs.get("interrupted") and continued.user_attrs["resumes"] == interrupted.number
+    assert [d.name for d in run_dir.parent.iterdir()] == [run_dir.name]
+    assert continued.state.name == "COMPLETE" and continued.value > 0, continued.user_attrs
+    log = (run_dir / "tuner.log").read_text()
+    assert "is in use by another run" not in log and "is complete" in log.split("\n$ ")[-1], log
+    assert processes_working_in(root) == []
+
+
+# `python -c OPEN CWD`: a tuner's open_study on a new SQLite study in CWD, as a tuner process starts
+OPEN = f"""
+import os, sys
+os.chdir(sys.argv[1])
+from cleanrl_utils.tuner import Tuner
+tuner = Tuner({PPO!r}, "charts/episodic_return", {{"CartPole-v1": [0, 500]}}, lambda t: {{}}, study_name="shared")
+print(tuner.open_study(num_seeds=1).study_name)
+"""
+
+
+def test_tuners_started_together_on_a_new_sqlite_study_all_open_it(tmp_path):
+    """Each used to create the SQLite tables itself, and all but one could stop on `UNIQUE constraint failed:
+    alembic_version.version_num` or `table studies already exists`: they now take turns on the study folder's lock."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN, str(tmp_path)],
+            env=tuner_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4 and all(o.strip().endswith("shared") for o in outputs), outputs
+    assert len(optuna.get_all_study_summaries(f"sqlite:///{tmp_path / 'studies' / 'shared' / 'study.db'}")) == 1
+
+
+@pytest.mark.slow
+def test_two_tuner_processes_share_one_new_sqlite_study(tmp_path):
+    root = scratch(tmp_path)
+    command = two_tuner_command("studies", ["--num-trials", "4"])
+    procs = [
+        subprocess.Popen(
+            command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    assert len(check_shared(root, 4, storage="sqlite")) == 2  # both processes ran trials
+
+
+def test_a_read_only_study_folder_is_one_line(tmp_path, monkeypatch, read_only):
+    """An existing study whose folder cannot be written (a read-only copy): one line naming the folder, not a
+    traceback through Optuna's lock file."""
+    monkeypatch.chdir(tmp_path)
+    tuner = bad(study_name="kept")
+    tuner.open_study(num_seeds=1)
+    read_only(tmp_path / "studies" / "kept")
+    with pytest.raises(SystemExit) as exc:
+        tuner.tune(num_trials=1, num_seeds=1)
+    message = str(exc.value.code)
+    assert message.startswith("error: cannot write in the study folder 'studies/kept' (Read-only file system)")
+    assert "--studies-dir" in message and "\n" not in message
+
+
+@pytest.mark.slow
+def test_a_metric_no_run_logs_is_one_line_after_the_first_run_and_the_fixed_command_continues(tmp_path):
+    """A typo in the metric used to run every trial to a FAIL ("no game finished", though games did): the first run
+    that ends names the tags it logged, the study stops, and the command with the metric fixed continues it."""
+    root = scratch(tmp_path)
+    command = two_tuner_command("studies", ["--num-trials", "2"])
+    res = subprocess.run(
+        [*command, "--metric", "charts/episodic_retrun"],
+        cwd=root,
+        env=tuner_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and len(lines) == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    assert lines[0].startswith(
+        "error: the metric 'charts/episodic_retrun' is not a scalar that ppo.py logs: trial0000__CartPole-v1__1 logged "
+    ), lines[0]
+    assert "charts/SPS" in lines[0] and "did you mean charts/episodic_return?" in lines[0]
+    assert "trial 1 RUNNING" not in res.stdout and "Traceback" not in res.stderr
+
+    res = subprocess.run(command, cwd=root, env=tuner_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "has scored no trial: it now scores by charts/episodic_return" in res.stdout
+    study = load(f"sqlite:///{root / 'studies' / 'shared' / 'study.db'}", "shared")
+    first, *rest = study.get_trials()
+    assert first.user_attrs.get("interrupted") and len(counted(study)) == 2
+    assert any(t.user_attrs.get("resumes") == first.number and t.state.name == "COMPLETE" for t in rest)
+    assert processes_working_in(root) == []

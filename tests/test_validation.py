@@ -9,7 +9,7 @@ import pytest
 from helpers import load_script
 
 from cleanrl_utils.cpu import thread_plan
-from cleanrl_utils.validation import RANGES, check_ranges, computed_fields
+from cleanrl_utils.validation import RANGES, check_env_id, check_ranges, computed_fields
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 BAD = {
@@ -128,3 +128,13 @@ def test_check_ranges_leaves_thread_counts_below_any_machines_cores_to_the_machi
     args = module.Args()
     args.torch_threads = args.env_threads = 200
     check_ranges(args)
+
+
+def test_an_envpool_game_name_is_told_gymnasiums_ids():
+    """`Breakout-v5` is how EnvPool names the game; gymnasium has no such id (its close matches were v4 and v0)."""
+    with pytest.raises(SystemExit) as exc:
+        check_env_id("Breakout-v5")
+    assert str(exc.value.code) == (
+        "error: 'Breakout-v5' is EnvPool's name of the game; the scripts take gymnasium's ids, with --vector-env "
+        "envpool too: BreakoutNoFrameskip-v4 (CleanRL's benchmark) or ALE/Breakout-v5 (sticky actions)"
+    )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -41,6 +42,7 @@ import tyro
 
 from cleanrl_utils.atari_wrappers import make_atari_env
 from cleanrl_utils.script_shape import find_script, load_module, read_script
+from cleanrl_utils.resume import first_sentence
 from cleanrl_utils.validation import check_env_id, check_extras, check_positive, fail, is_atari
 
 
@@ -80,7 +82,7 @@ def load_checkpoint(path: str) -> dict:
     except FileNotFoundError:
         fail(f"no model file at {path!r}; pass the .cleanrl_model written by --save-model or a run's checkpoint.pt")
     except Exception as exc:  # torch raises several types for a corrupt or foreign file
-        fail(f"cannot read the model file {path!r} ({type(exc).__name__}); is it a .cleanrl_model or checkpoint.pt?")
+        fail(unreadable(path, exc))
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state"), dict) and "agent" in checkpoint["state"]:
         checkpoint = {**checkpoint, "model": checkpoint["state"]["agent"]}  # a run's checkpoint.pt: its agent
     if isinstance(checkpoint, dict) and checkpoint and all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
@@ -109,6 +111,48 @@ def agent_script(model: dict, path: str, env_id: str, script: Optional[str], exp
             f"a copy of it{'; a pushed repository holds one' * bool(model.get('source'))})"
         )
     return found
+
+
+def unreadable(path: str, exc: BaseException) -> str:
+    """Why a model file does not load: one that starts as torch's files do (a zip archive) is damaged (cut short, or
+    bytes changed); another is not a model file."""
+    with open(path, "rb") as f:
+        if f.read(4) == b"PK\x03\x04":
+            return (
+                f"the model file {path!r} is damaged (cut short or changed: {first_sentence(exc)}); save, copy or "
+                "download it again (a run's checkpoint.pt holds the same weights)"
+            )
+    return f"cannot read the model file {path!r} ({type(exc).__name__}); is it a .cleanrl_model or checkpoint.pt?"
+
+
+def trained_in_bf16(checkpoint: dict) -> bool:
+    """Whether the model was trained with --bf16 (saved by --save-model, or a run's checkpoint.pt settings)."""
+    return bool(checkpoint.get("bf16", (checkpoint.get("settings") or {}).get("bf16", False)))
+
+
+def play_as_trained(agent: torch.nn.Module, checkpoint: dict, path: str) -> None:
+    """A --bf16 model plays as it trained: its network under bfloat16 autocast (the scripts' `Agent.bf16`); a network
+    without that switch plays in float32, with a note."""
+    if not trained_in_bf16(checkpoint):
+        return
+    if hasattr(agent, "bf16"):
+        agent.bf16 = True
+        print(f"note: {path} was trained with --bf16: its network plays under bfloat16 autocast, as it trained")
+    else:
+        print(
+            f"note: {path} was trained with --bf16, but {type(agent).__name__} has no bf16 switch: it plays in float32"
+        )
+
+
+def check_video_dir(folder: str) -> None:
+    """The videos' folder exists or is made, and takes a file, before any game is played (else one line)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable_"):
+            pass
+    except OSError as exc:
+        reason = "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        fail(f"cannot write the videos to {folder!r} ({reason}): pass a writable --video-dir")
 
 
 def load_weights(agent: torch.nn.Module, weights: dict, path: str, env_id: str, action_count: Optional[int]) -> None:
@@ -264,6 +308,7 @@ def evaluate(
     env.single_observation_space = env.observation_space
     agent = Model(env).to(device)
     load_weights(agent, checkpoint["model"], model_path, env_id, getattr(env.action_space, "n", None))
+    play_as_trained(agent, checkpoint, model_path)
     logits_from = "actor(hidden(obs))" if atari else "actor(obs)"  # as the two scripts' Agents compute them
     if greedy and not (hasattr(agent, "actor") and (hasattr(agent, "hidden") or not atari)):
         fail(f"--greedy needs the model's logits from {logits_from}; {type(agent).__name__} has no actor/hidden")
@@ -313,6 +358,8 @@ if __name__ == "__main__":
         args.model_path = download_model(args.hf_repository, f"{args.exp_name or 'ppo_atari'}.cleanrl_model")
     beside = os.path.dirname(args.model_path) if args.hf_repository is None else ""  # not into huggingface_hub's cache
     video_dir = args.video_dir or os.path.join(beside, "videos")
+    if args.capture_video:
+        check_video_dir(video_dir)
     device = pick_device(args.cuda)
     start = time.time()
     returns = evaluate(
