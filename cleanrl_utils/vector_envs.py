@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 import gymnasium as gym
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map_only
 
 from cleanrl_utils.atari_wrappers import FIRE_ACTION, MAX_FRAMES, NOOP_ACTION, make_atari_env, needs_fire_reset
 from cleanrl_utils.validation import fail
@@ -245,7 +246,6 @@ def make_atari_vector_env(
 # them back and the games in progress go on as if the run had not stopped (a vector env in SAME_STEP mode carries
 # nothing from one step to the next: its autoreset flags serve NEXT_STEP only). The C++ pools (`ale`, `envpool`) expose
 # no state: a resume there starts new games, as one from a checkpoint saved before games were; its line says so.
-KEPT = (bool, int, float, np.generic, np.ndarray, list, deque)  # a wrapper's state: its numbers, flags and frames
 
 
 def _wrappers(env: gym.Wrapper):
@@ -255,9 +255,9 @@ def _wrappers(env: gym.Wrapper):
         yield from [] if isinstance(env, gym.wrappers.RecordVideo) else [env]
 
 
-def _tensors(layer: gym.Wrapper) -> dict[str, torch.Tensor]:
-    """A wrapper's state as tensors (a checkpoint is read with `torch.load(weights_only=True)`)."""
-    return {key: torch.tensor(np.asarray(value)) for key, value in vars(layer).items() if isinstance(value, KEPT)}
+def _arrays(w: gym.Wrapper) -> dict[str, np.ndarray]:
+    """A wrapper's state, each of its numbers, flags, arrays, lists and deques (of frames, of numbers) as an array."""
+    return {k: np.array(v) for k, v in vars(w).items() if isinstance(v, (int, float, np.ndarray, list, deque))}
 
 
 class GameState(gym.Wrapper):
@@ -268,7 +268,7 @@ class GameState(gym.Wrapper):
     @property
     def game(self) -> list:
         ale = self.unwrapped.ale.cloneState(include_rng=True).serialize()
-        return [ale, self.unwrapped.np_random.bit_generator.state, *map(_tensors, _wrappers(self))]
+        return [ale, self.unwrapped.np_random.bit_generator.state, *map(_arrays, _wrappers(self))]
 
     @game.setter
     def game(self, saved: list) -> None:
@@ -278,8 +278,7 @@ class GameState(gym.Wrapper):
         self.unwrapped.np_random.bit_generator.state = saved[1]
         for layer, values in zip(_wrappers(self), saved[2:]):
             for key, value in values.items():  # each in its attribute's type (a deque keeps its length)
-                now, value = getattr(layer, key), value.numpy()
-                maxlen = (now.maxlen,) if isinstance(now, deque) else ()
+                maxlen = (now.maxlen,) if isinstance(now := getattr(layer, key), deque) else ()
                 setattr(layer, key, value if isinstance(now, np.ndarray) else type(now)(value, *maxlen))
 
 
@@ -287,7 +286,8 @@ def rank_games(envs, next_obs: torch.Tensor, next_done: np.ndarray) -> dict:
     """This rank's games and the step loop's next observation and done flags, for its entry beside its RNG states in
     a checkpoint (None on a C++ pool: nothing to save)."""
     games = list(envs.get_attr("game")) if not isinstance(envs, NativeAtariVectorEnv) else None
-    return {"games": games and {"envs": games, "next_obs": next_obs.cpu(), "next_done": torch.tensor(next_done)}}
+    games = games and {"envs": games, "next_obs": next_obs.cpu().numpy(), "next_done": next_done}
+    return {"games": tree_map_only(np.ndarray, torch.tensor, games)}  # what torch.load(weights_only=True) reads
 
 
 def saved_games(ckpt, envs, rank: int = 0):
@@ -308,7 +308,7 @@ def restore_games(envs, ckpt, rank: int, next_obs: torch.Tensor, next_done: np.n
     else (a new run, or no games in the checkpoint for these envs) the new games' `next_obs`, `next_done` as given."""
     if (games := saved_games(ckpt, envs, rank)) is None:
         return next_obs, next_done
-    envs.set_attr("game", games["envs"])
+    envs.set_attr("game", tree_map_only(torch.Tensor, torch.Tensor.numpy, games["envs"]))  # arrays: fast to workers
     return games["next_obs"].to(next_obs.device), games["next_done"].numpy()
 
 
