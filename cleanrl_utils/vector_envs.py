@@ -287,7 +287,8 @@ def rank_games(envs, next_obs: torch.Tensor, next_done: np.ndarray) -> dict:
     a checkpoint (None on a C++ pool: nothing to save)."""
     games = list(envs.get_attr("game")) if not isinstance(envs, NativeAtariVectorEnv) else None
     games = games and {"envs": games, "next_obs": next_obs.cpu().numpy(), "next_done": next_done}
-    return {"games": tree_map_only(np.ndarray, torch.tensor, games)}  # what torch.load(weights_only=True) reads
+    # what torch.load(weights_only=True) reads: tensors, and numbers (one tensor each would slow the write down)
+    return {"games": tree_map_only(np.ndarray, lambda a: torch.tensor(a) if a.ndim else a.item(), games)}
 
 
 def saved_games(ckpt, envs, rank: int = 0):
