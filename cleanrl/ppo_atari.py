@@ -29,6 +29,7 @@ from cleanrl_utils.resume import open_run, restore_rng, resume_command, start_ru
 from cleanrl_utils.validation import Count, check_env_id, check_extras, check_ranges
 from cleanrl_utils.validation import check_batch
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
+from cleanrl_utils.vector_envs import games_line, rank_games, restore_games
 
 
 @dataclass
@@ -297,7 +298,8 @@ if __name__ == "__main__":
             f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({batch}): runs {steps} steps"
         )
     if ckpt is not None:
-        print(f"resuming from iteration {start_iteration} (global step {global_step})", flush=True)
+        note = games_line(ckpt, envs)  # whether the games in progress go on (sync/async) or new ones start
+        print(f"resuming from iteration {start_iteration} (global step {global_step}){note}", flush=True)
     if args.track:
         import wandb
 
@@ -331,11 +333,12 @@ if __name__ == "__main__":
     host_obs = torch.zeros(envs.observation_space.shape, dtype=torch.uint8, pin_memory=device.type == "cuda")
     host_reward = torch.zeros(envs.num_envs, pin_memory=device.type == "cuda")
 
-    # TRY NOT TO MODIFY: start the game; env i has seed `seed + i` (after a resume, + num_envs * iteration: new games)
+    # TRY NOT TO MODIFY: start the game; env i has seed `seed + i` (after a resume, + num_envs * iteration)
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
-    next_done = np.zeros(envs.num_envs, dtype=np.float32)
+    # a resume on sync/async: the checkpoint's games go on where they were (ale/envpool: new games)
+    next_obs, next_done = restore_games(envs, ckpt, 0, next_obs, np.zeros(envs.num_envs, dtype=np.float32))
     progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
     stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
@@ -421,7 +424,8 @@ if __name__ == "__main__":
         if due or stop.requested or iteration == args.num_iterations:
             writer.flush()  # logged steps up to the checkpoint must be on disk before it
             path = os.path.join(run_dir, CHECKPOINT_FILE)
-            save_checkpoint(path, state, args, iteration, global_step, [rng_state(device)], recent_returns)
+            games = rank_games(envs, next_obs, next_done)  # this rank's games (sync/async): a resume goes on with them
+            save_checkpoint(path, state, args, iteration, global_step, [rng_state(device) | games], recent_returns)
             progress.write(f"checkpoint: iteration {iteration}, global step {global_step}")
         if stop.requested:
             break

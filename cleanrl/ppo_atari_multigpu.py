@@ -38,6 +38,7 @@ from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, inter
 from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
 from cleanrl_utils.validation import Count, check_env_id, check_extras, check_ranges
 from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
+from cleanrl_utils.vector_envs import games_line, rank_games, restore_games
 
 
 @dataclass
@@ -360,8 +361,8 @@ if __name__ == "__main__":
             f"note: --total-timesteps {args.total_timesteps} is not a multiple of the batch ({batch}): runs {steps} steps"
         )
     if ckpt is not None and rank0:
-        again = f" (torchrun restart {restart})" if restart else ""
-        print(f"resuming from iteration {start_iteration} (global step {global_step}){again}", flush=True)
+        note = (f" (torchrun restart {restart})" if restart else "") + games_line(ckpt, envs)
+        print(f"resuming from iteration {start_iteration} (global step {global_step}){note}", flush=True)
     if args.track and rank0:
         import wandb
 
@@ -401,7 +402,8 @@ if __name__ == "__main__":
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
-    next_done = np.zeros(envs.num_envs, dtype=np.float32)
+    # a resume on sync/async: the checkpoint's games go on where they were (ale/envpool: new games)
+    next_obs, next_done = restore_games(envs, ckpt, info.rank, next_obs, np.zeros(envs.num_envs, dtype=np.float32))
     progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
     stop = StopSignals(say=rank0)  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit (rank 0 says so)
     for iteration in range(start_iteration + 1, args.num_iterations + 1):
@@ -493,7 +495,8 @@ if __name__ == "__main__":
         # CHECKPOINT every --checkpoint-interval iterations, at the end and when asked to stop
         due = args.checkpoint_interval > 0 and iteration % args.checkpoint_interval == 0
         if due or stopping or iteration == args.num_iterations:
-            rngs = gather_to_all(rng_state(device), info.world_size)  # every rank's RNG streams
+            games = rank_games(envs, next_obs, next_done)  # this rank's games (sync/async): a resume goes on with them
+            rngs = gather_to_all(rng_state(device) | games, info.world_size)  # every rank's RNG streams and games
             if rank0:
                 writer.flush()  # logged steps up to the checkpoint must be on disk before it
                 path = os.path.join(run_dir, CHECKPOINT_FILE)

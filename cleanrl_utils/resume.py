@@ -1,5 +1,5 @@
 """Runs that stop and continue: the run's folder, its checkpoint (the script's `state`, counters, every rank's RNG
-states, every flag), its stored settings, and a stop on SIGTERM/Ctrl-C."""
+states and games, every flag), its stored settings, and a stop on SIGTERM/Ctrl-C."""
 
 import contextlib
 import dataclasses
@@ -98,7 +98,8 @@ def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume w
 
 
 def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: int, rngs: list, recent_returns: list):
-    """`state`: name -> what to save (`state_dict()` or a tensor); `rngs`: the RNG state of every rank."""
+    """`state`: name -> what to save (`state_dict()` or a tensor); `rngs`: the RNG states of every rank, each with its
+    games (`vector_envs.rank_games`: a resume goes on with them)."""
     saved = {id(p) for value in state.values() if isinstance(value, torch.nn.Module) for p in value.parameters()}
     for name, value in state.items():
         stepped = value.param_groups if isinstance(value, torch.optim.Optimizer) else []

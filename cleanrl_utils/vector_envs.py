@@ -1,15 +1,20 @@
 """Vector Atari envs for the PPO scripts, four backends (``--vector-env``) with one contract (tests/test_vector_envs.py
 checks it on the emulator): uint8 ``(num_envs, 4, 84, 84)`` frames, a stack restarted on its first frame after a reset
 or lost life; SAME_STEP autoreset; rewards clipped to their sign; ``terminated`` on each lost life and at game over;
-the env serves by itself (FIRE, action 2); each full game's statistics in ``infos["final_info"]["episode"]``."""
+the env serves by itself (FIRE, action 2); each full game's statistics in ``infos["final_info"]["episode"]``. And a
+run's games in its checkpoint (``GameState``, ``rank_games``, ``restore_games``): the Python wrappers' envs keep them,
+the C++ pools cannot."""
 
 import functools
 import importlib.util
 import time
+from collections import deque
 from typing import Any, Literal, get_args
 
 import gymnasium as gym
 import numpy as np
+import torch
+from torch.utils._pytree import tree_map_only
 
 from cleanrl_utils.atari_wrappers import FIRE_ACTION, MAX_FRAMES, NOOP_ACTION, make_atari_env, needs_fire_reset
 from cleanrl_utils.validation import fail
@@ -229,10 +234,83 @@ def make_atari_vector_env(
     if backend == "envpool":
         return EnvPoolVectorEnv(env_id, num_envs, num_threads=env_threads, noop_max=noop_max, seed=seed)
     videos = [video_folder] + [None] * (num_envs - 1)  # env 0 records
-    env_fns = [functools.partial(make_atari_env, env_id, noop_max=noop_max, video_folder=v) for v in videos]
+    # each env's state can be saved and restored (`GameState`: a checkpoint's games)
+    env_fns = [lambda v=v: GameState(make_atari_env(env_id, noop_max=noop_max, video_folder=v)) for v in videos]
     if backend == "async":
         return gym.vector.AsyncVectorEnv(env_fns, shared_memory=True, autoreset_mode=SAME_STEP)
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
+
+
+# A run's games in its checkpoint. With the Python wrappers (`sync`, `async`) each rank saves every env's emulator (its
+# RNG included), every wrapper's state and the step loop's `next_obs`/`next_done` beside its RNG states; a resume puts
+# them back and the games in progress go on as if the run had not stopped (a vector env in SAME_STEP mode carries
+# nothing from one step to the next: its autoreset flags serve NEXT_STEP only). The C++ pools (`ale`, `envpool`) expose
+# no state: a resume there starts new games, as one from a checkpoint saved before games were; its line says so.
+
+
+def _wrappers(env: gym.Wrapper):
+    """The wrappers under `env`, but a video recorder (its frames would fill the checkpoint; the next game's video
+    starts anew)."""
+    while isinstance(env := env.env, gym.Wrapper):
+        yield from [] if isinstance(env, gym.wrappers.RecordVideo) else [env]
+
+
+def _arrays(w: gym.Wrapper) -> dict[str, np.ndarray]:
+    """A wrapper's state, each of its numbers, flags, arrays, lists and deques (of frames, of numbers) as an array."""
+    return {k: np.array(v) for k, v in vars(w).items() if isinstance(v, (int, float, np.ndarray, list, deque))}
+
+
+class GameState(gym.Wrapper):
+    """No change to the env; `game` is its state (the emulator with its RNG, the no-op RNG, each wrapper's numbers,
+    flags and frames), and setting `game` puts the env back in it. The vector envs reach it in their envs (async: in
+    the workers) with `get_attr("game")` and `set_attr("game", games)`."""
+
+    @property
+    def game(self) -> list:
+        ale = self.unwrapped.ale.cloneState(include_rng=True).serialize()
+        return [ale, self.unwrapped.np_random.bit_generator.state, *map(_arrays, _wrappers(self))]
+
+    @game.setter
+    def game(self, saved: list) -> None:
+        from ale_py import ALEState
+
+        self.unwrapped.ale.restoreState(ALEState(saved[0]))
+        self.unwrapped.np_random.bit_generator.state = saved[1]
+        for layer, values in zip(_wrappers(self), saved[2:]):
+            for key, value in values.items():  # each in its attribute's type (a deque keeps its length)
+                maxlen = (now.maxlen,) if isinstance(now := getattr(layer, key), deque) else ()
+                setattr(layer, key, value if isinstance(now, np.ndarray) else type(now)(value, *maxlen))
+
+
+def rank_games(envs, next_obs: torch.Tensor, next_done: np.ndarray) -> dict:
+    """This rank's games and the step loop's next observation and done flags, for its entry beside its RNG states in
+    a checkpoint (None on a C++ pool: nothing to save)."""
+    games = list(envs.get_attr("game")) if not isinstance(envs, NativeAtariVectorEnv) else None
+    games = games and {"envs": games, "next_obs": next_obs.cpu().numpy(), "next_done": next_done}
+    # what torch.load(weights_only=True) reads: tensors, and numbers (one tensor each would slow the write down)
+    return {"games": tree_map_only(np.ndarray, lambda a: torch.tensor(a) if a.ndim else a.item(), games)}
+
+
+def saved_games(ckpt, envs, rank: int = 0):
+    """This rank's games in `ckpt` if `envs` can go on with them (Python wrappers, as many envs), else None."""
+    ranks = [] if ckpt is None or isinstance(envs, NativeAtariVectorEnv) else ckpt["rng"]
+    games = ranks[rank].get("games") if rank < len(ranks) else None
+    return games if games and len(games["envs"]) == envs.num_envs else None
+
+
+def games_line(ckpt: dict, envs) -> str:
+    """The resume line's end: whether the games in progress go on (rank 0's say for all: one backend, one size)."""
+    new = "new games (the checkpoint has none for these envs; --vector-env sync and async keep them)"
+    return "; the games in progress go on" if saved_games(ckpt, envs) else f"; {new}"
+
+
+def restore_games(envs, ckpt, rank: int, next_obs: torch.Tensor, next_done: np.ndarray):
+    """On a resume, `envs` back in this rank's games of `ckpt`, with the step loop's `next_obs`, `next_done` then;
+    else (a new run, or no games in the checkpoint for these envs) the new games' `next_obs`, `next_done` as given."""
+    if (games := saved_games(ckpt, envs, rank)) is None:
+        return next_obs, next_done
+    envs.set_attr("game", tree_map_only(torch.Tensor, torch.Tensor.numpy, games["envs"]))  # arrays: fast to workers
+    return games["next_obs"].to(next_obs.device), games["next_done"].numpy()
 
 
 def check_backend(backend: str, capture_video: bool = False) -> None:
