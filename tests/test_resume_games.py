@@ -3,7 +3,8 @@
 resumed logs what the same run uninterrupted logs, bit for bit, at every step: losses, learning rate, and the returns
 and lengths of the games, those in progress at the stop among them. SIGTERM on `sync` and `async`, a torchrun 2-rank
 run, a kill -9 between checkpoints; a checkpoint without games (older, or of a C++ pool) resumes with new ones and
-says so. Tiny Breakout runs (1-2 envs per rank x 32 steps): its games last 150+ steps, so games span every stop."""
+says so. Tiny Breakout runs (1-2 envs per rank x 32 steps): its games last 150+ steps, so games span every stop. And
+in-process, on a game whose emulator draws from its RNG (sticky actions), envs put back in saved games play on alike."""
 
 from __future__ import annotations
 
