@@ -3,7 +3,8 @@
 resumed logs what the same run uninterrupted logs, bit for bit, at every step: losses, learning rate, and the returns
 and lengths of the games, those in progress at the stop among them. SIGTERM on `sync` and `async`, a torchrun 2-rank
 run, a kill -9 between checkpoints; a checkpoint without games (older, or of a C++ pool) resumes with new ones and
-says so. Tiny Breakout runs (1-2 envs per rank x 32 steps): its games last 150+ steps, so games span every stop."""
+says so. Tiny Breakout runs (1-2 envs per rank x 32 steps): its games last 150+ steps, so games span every stop. And
+in-process, on a game whose emulator draws from its RNG (sticky actions), envs put back in saved games play on alike."""
 
 from __future__ import annotations
 
@@ -126,3 +127,37 @@ def test_a_checkpoint_without_games_resumes_with_new_ones_and_says_so(tmp_path):
     ale = run_script([*args, *longer, str(6 * NUM_STEPS), "--vector-env", "ale"], tmp_path, 300, ENV)
     assert ale.returncode == 0, ale.stderr[-3000:]
     assert f"resuming from iteration 2 (global step 128); {new}" in ale.stdout
+
+
+@pytest.mark.slow
+def test_the_emulator_rng_goes_on_with_sticky_actions(tmp_path):
+    """In-process, on ALE/Breakout-v5 (sticky actions: the emulator draws from its RNG every frame): envs put back
+    in the games saved at step 150 (through a checkpoint file read with weights_only) and given the same actions play
+    what the envs that went on play, observations, rewards, ends and game statistics, lives and no-op resets included
+    (saved on sync, put back on async); new games given the same actions do not."""
+    import numpy as np
+
+    from cleanrl_utils.vector_envs import make_atari_vector_env, rank_games, restore_games
+
+    actions = np.random.default_rng(0).integers(0, 4, size=(600, 2))
+
+    def play(envs, start: int, ckpt=None) -> list:
+        obs, _ = envs.reset(seed=1 if ckpt is None else 7)
+        obs, done = restore_games(envs, ckpt, 0, torch.as_tensor(obs), np.zeros(2, dtype=np.float32))
+        played = []
+        for t in range(start, len(actions)):
+            if t == 150 and ckpt is None:
+                torch.save({"rng": [rank_games(envs, obs, done)]}, tmp_path / "games.pt")
+            obs, reward, terminated, truncated, info = envs.step(actions[t])
+            obs, done = torch.as_tensor(obs), (terminated | truncated).astype(np.float32)
+            games = info.get("final_info", {}).get("episode", {})
+            played.append([obs.numpy().tobytes(), reward.tolist(), done.tolist(), info["lives"].tolist()])
+            played[-1] += [games["r"].tolist(), games["l"].tolist()] if games else []
+        return played
+
+    whole = play(make_atari_vector_env("sync", "ALE/Breakout-v5", 2), 0)
+    ckpt = torch.load(tmp_path / "games.pt", weights_only=True)
+    resumed = play(make_atari_vector_env("async", "ALE/Breakout-v5", 2), 150, ckpt)
+    new = play(make_atari_vector_env("sync", "ALE/Breakout-v5", 2), 150)
+    assert resumed == whole[150:] and new != whole[150:]
+    assert sum(len(step) > 4 for step in resumed) >= 2  # games ended after the save
