@@ -175,7 +175,7 @@ def test_bf16_checkpoint_and_model_are_float32_evaluate_and_resume_either_way(tm
     # the stop hint's resume, no flag typed: the run continues in bf16, its stored setting
     output = outputs[1]
     assert "resuming from iteration 1" in output and "note: resuming with --total-timesteps 256" in output, output
-    assert "bf16" not in "".join(line for line in output.splitlines() if line.startswith("note: ")), output
+    assert "bf16" not in "".join(line for line in output.splitlines() if line.startswith("note: resuming")), output
     checkpoint(tmp_path / "after2", 2, bf16=True)
 
     if "bf16" not in MAY_CHANGE_ON_RESUME:
