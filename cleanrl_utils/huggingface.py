@@ -34,7 +34,8 @@ import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before
 import tyro
 
 from cleanrl_utils.resume import CHECKPOINT_FILE, RUN_IDENTITY, first_sentence, flag_text
-from cleanrl_utils.validation import check_positive, fail
+from cleanrl_utils.launch.runs import check_positive
+from cleanrl_utils.validation import fail
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
@@ -228,7 +229,7 @@ def training_command(script: str, settings: dict, computed: list[str]) -> str:
 def check_not_running(run_dir: str) -> None:
     """A run that another process still trains (it holds the folder's lock) has no final model yet: one line. The run
     that pushes itself at its end (--upload-model: this process's parent) holds it too, and may."""
-    from cleanrl_utils.runlock import holder, holder_pid
+    from cleanrl_utils.launch.runs import holder, holder_pid
 
     held = holder(run_dir)
     if held is not None and holder_pid(held) not in (os.getpid(), os.getppid()):

@@ -5,10 +5,8 @@ torchrun restart) waits up to CLEANRL_LOCK_WAIT s (120) for the old one, which m
 import fcntl
 import glob
 import os
-import re
 import socket
 import time
-from typing import Optional
 
 from cleanrl_utils.validation import fail
 
@@ -42,28 +40,6 @@ def hold_run_folder(run_dir: str, checkpoint_file: str) -> None:
     os.pwrite(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%F %T')}\n".encode(), 0)
     _held.append(fd)
     set_aside_dead_attempt(run_dir, checkpoint_file)
-
-
-def holder(run_dir: str) -> Optional[str]:
-    """Who holds `run_dir` now ("host H, pid P, since T"), or None when no live process does (the lock is free, or
-    the folder has none). Reads only: the lock is tried on a read-only descriptor and let go at once."""
-    try:
-        fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None
-    except BlockingIOError:
-        return os.pread(fd, 300, 0).decode(errors="replace").strip() or "a process that has not said who it is"
-    finally:
-        os.close(fd)  # (closing lets go of the shared lock, if taken)
-
-
-def holder_pid(held: str) -> Optional[int]:
-    """The pid of a holder of this host, from `holder`'s text; None for another host's (or one that did not say)."""
-    found = re.match(r"host (\S+), pid (\d+),", held)
-    return int(found[2]) if found and found[1] == socket.gethostname() else None
 
 
 def set_aside_dead_attempt(run_dir: str, checkpoint_file: str) -> None:

@@ -52,7 +52,8 @@ from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.cleanrl_flags import SUBMIT, refuse_secrets, translated
 from cleanrl_utils.launch.nodes import NodeVars, aws_node_vars, is_python, node_command, torch_launcher
 from cleanrl_utils.launch.processes import stop_process_groups
-from cleanrl_utils.validation import check_positive, fail
+from cleanrl_utils.launch.runs import check_positive
+from cleanrl_utils.validation import fail
 from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_script_flags, sweep_run_of
 from cleanrl_utils.script_shape import read_script
 

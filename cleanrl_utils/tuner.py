@@ -38,10 +38,9 @@ import tyro
 
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.processes import own_group, stop_process_groups
-from cleanrl_utils.launch.runs import check_script_flags, flag_value, make_dir, print_table
+from cleanrl_utils.launch.runs import check_script_flags, flag_value, holder, holder_pid, make_dir, print_table
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.run_events import EventFollower
-from cleanrl_utils.runlock import holder, holder_pid
 from cleanrl_utils.validation import check_env_id, check_name, fail
 
 AGGREGATIONS = ("average", "median", "max", "min")

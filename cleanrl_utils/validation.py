@@ -26,13 +26,6 @@ def counted(n: int, word: str, plural: str = "") -> str:
     return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
-def check_positive(**counts: float) -> None:
-    """The tools' own counts (`--num-seeds`, `--vcpus`...) are positive (a script's flags: `check_ranges`)."""
-    for name, value in counts.items():
-        if value is None or value <= 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
-
-
 # What each numeric flag of the training scripts must be; the words are those of the error.
 POSITIVE = "num_envs local_num_envs num_steps num_minibatches update_epochs total_timesteps learning_rate clip_coef"
 RANGES = {

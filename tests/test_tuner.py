@@ -476,7 +476,7 @@ def one_trial_command(extra: list[str] = (), total: int = 512) -> list[str]:
 def test_a_killed_tuners_run_still_going_is_followed_and_scored_when_it_ends(tmp_path):
     """SIGKILL reaches the tuner, not its run (a process group of its own): the same command again finds the run
     still holding its folder, says so, follows it and continues it once it ends, instead of a FAIL on its lock."""
-    from cleanrl_utils.runlock import holder
+    from cleanrl_utils.launch.runs import holder
 
     root = scratch(tmp_path)
     command = one_trial_command(total=20000)  # fixed flags: a trial of no params is continued as well

@@ -31,7 +31,8 @@ import tyro
 
 from benchmark.lab import throughput
 from cleanrl_utils.plot import trailing_mean
-from cleanrl_utils.validation import check_positive, fail
+from cleanrl_utils.launch.runs import check_positive
+from cleanrl_utils.validation import fail
 from benchmark.lab.measured import TreeSampler, failed_row, file_tag, md_table, run_measured, visible_gpus
 from benchmark.lab.placement import usable_cores
 from cleanrl_utils.vector_envs import envpool_available

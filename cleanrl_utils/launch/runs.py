@@ -1,18 +1,52 @@
-"""The names of the runs a sweep or a cluster job starts, whether a script can continue them, and the tools' output
-folders (for the runner, the submission tools and the plots).
+"""The runs as the tools see them (the runner, the tuner, the submission tools, the hub, the plots): the names of the
+runs a sweep or a cluster job starts, whether a script can continue them, who holds a run folder now, the tools' own
+counts and output folders.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
+import re
+import socket
 from typing import Optional, Sequence
 
 import tyro
 
+from cleanrl_utils.runlock import LOCK_FILE
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail, run_name_stem
+
+
+def check_positive(**counts: float) -> None:
+    """The tools' own counts (`--num-seeds`, `--vcpus`...) are positive (a script's flags: `check_ranges`)."""
+    for name, value in counts.items():
+        if value is None or value <= 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {value}")
+
+
+def holder(run_dir: str) -> Optional[str]:
+    """Who holds `run_dir` now ("host H, pid P, since T"), or None when no live process does (the lock is free, or
+    the folder has none). Reads only: the lock is tried on a read-only descriptor and let go at once."""
+    try:
+        fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return os.pread(fd, 300, 0).decode(errors="replace").strip() or "a process that has not said who it is"
+    finally:
+        os.close(fd)  # (closing lets go of the shared lock, if taken)
+
+
+def holder_pid(held: str) -> Optional[int]:
+    """The pid of a holder of this host, from `holder`'s text; None for another host's (or one that did not say)."""
+    found = re.match(r"host (\S+), pid (\d+),", held)
+    return int(found[2]) if found and found[1] == socket.gethostname() else None
 
 
 def make_dir(path: str, what: str) -> None:
