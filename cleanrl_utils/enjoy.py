@@ -18,7 +18,7 @@ import numpy as np
 import tyro
 
 from cleanrl_utils.evals.ppo_eval import check_video_dir, evaluate, pick_device, summary
-from cleanrl_utils.huggingface import check_hub_installed, download_model
+from cleanrl_utils.hub import check_hub_installed, download_model
 from cleanrl_utils.launch.runs import check_positive
 from cleanrl_utils.validation import check_extras, fail
 

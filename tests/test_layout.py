@@ -78,3 +78,17 @@ def test_no_shared_module_imports_a_training_script():
         if module.split(".")[0] == "cleanrl"
     ]
     assert not offending, "cleanrl_utils imports a script:\n" + "\n".join(offending)
+
+
+def test_no_two_shared_modules_import_each_other():
+    """Each cleanrl_utils module leans on others one way (imports inside functions count too): no pair of them
+    imports each other."""
+    root = REPO_ROOT / "cleanrl_utils"
+    names = {
+        ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for path in root.rglob("*.py")
+    }
+    imports = {name: {m for _, m in imported_modules(path)} & set(names) - {name} for name, path in names.items()}
+    assert len(imports) > 20 and any(imports.values())
+    pairs = sorted({tuple(sorted((a, b))) for a, used in imports.items() for b in used if a in imports[b]})
+    assert not pairs, f"modules that import each other: {pairs}"

@@ -354,7 +354,7 @@ if __name__ == "__main__":
     if (args.model_path is None) == (args.hf_repository is None):
         fail("give the model with --model-path FILE or --hf-repository ENTITY/NAME (one of them)")
     if args.hf_repository is not None:
-        from cleanrl_utils.huggingface import download_model
+        from cleanrl_utils.hub import download_model
 
         args.model_path = download_model(args.hf_repository, f"{args.exp_name or 'ppo_atari'}.cleanrl_model")
     beside = os.path.dirname(args.model_path) if args.hf_repository is None else ""  # not into huggingface_hub's cache
