@@ -48,16 +48,21 @@ READS = {
 }  # fmt: skip
 CREATIONS = {torch.tensor, torch.as_tensor}
 DATA_DEPENDENT = {Tensor.nonzero, torch.nonzero, Tensor.masked_select, torch.masked_select, Tensor.unique, torch.unique}
-PHASES = ("rollout", "minibatch", "iteration", "outside")
+PHASES = ("rollout", "minibatch", "iteration", "checkpoint", "outside")  # a checkpoint's: once per checkpoint
 
 
 def loop_lines(path: str) -> dict[str, tuple[int, int]]:
-    """The first and last line of the script's rollout loop, minibatch loop and iteration loop (a script without a
+    """The first and last line of the script's rollout loop, minibatch loop, iteration loop and checkpoint block (a script without a
     rollout or minibatch loop of its own has its syncs there counted for the iteration)."""
     with open(path) as f:
         tree = ast.parse(f.read(), path)
     found: dict[str, tuple[int, int]] = {}
     for node in ast.walk(tree):
+        saves = isinstance(node, ast.If) and any(
+            isinstance(c, ast.Call) and getattr(c.func, "id", "") == "save_checkpoint" for c in ast.walk(node)
+        )
+        if saves:  # the checkpoint's block: its reads (the games to save) come once per checkpoint, not per iteration
+            found.setdefault("checkpoint", (node.lineno, node.end_lineno or node.lineno))
         if not isinstance(node, ast.For):
             continue
         names = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
@@ -96,7 +101,7 @@ class SyncCount:
             if frame.f_code.co_filename == self.path:
                 line = frame.f_lineno
                 first_line = first_line or line
-                for phase in ("rollout", "minibatch", "iteration"):
+                for phase in ("rollout", "minibatch", "checkpoint", "iteration"):
                     start, end = self.loops.get(phase, (0, -1))
                     if start <= line <= end:
                         return phase, line
