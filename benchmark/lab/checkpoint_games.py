@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 
+import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
 import gymnasium as gym
 import numpy as np
 import torch
