@@ -28,9 +28,11 @@ def test_ctrl_c_at_any_moment_of_start_up_is_a_one_line_stop(tmp_path, script, d
     proc = start_script([script, *flags, "--runs-dir", str(tmp_path / "runs")], tmp_path, log)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=120) != 0
+    code = proc.wait(timeout=120)
     text = log.read_text()
-    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert code != 0 and "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    if code == -signal.SIGINT and not text.strip():
+        return  # on a loaded machine the signal came before the interpreter ran any of the script: a silent stop
     assert "interrupted while starting" in text or "stopped at global step" in text, text
 
 
