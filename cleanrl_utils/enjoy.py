@@ -26,8 +26,7 @@ from cleanrl_utils.validation import check_extras, fail
 @dataclass
 class Args:
     exp_name: Optional[str] = None
-    """the name of the script that trained the model (default: ppo_atari; its file is `{exp_name}.cleanrl_model`):
-    `cleanrl/{exp_name}.py` builds the network if it is there, else the script the model records"""
+    """the name of the script that trained the model (default: ppo_atari; its file is `{exp_name}.cleanrl_model`): `cleanrl/{exp_name}.py` builds the network if it is there, else the script the model records"""
     script: Optional[str] = None
     """the training script whose `Agent` the weights load into (default: see --exp-name)"""
     seed: int = 1

@@ -54,8 +54,7 @@ class Args:
     hf_repository: Optional[str] = None
     """instead of --model-path: a model on the Hugging Face Hub, `ENTITY/NAME` (its file `{exp_name}.cleanrl_model`)"""
     exp_name: Optional[str] = None
-    """the script that trained the model, as CleanRL names it: `cleanrl/{exp_name}.py` builds the network (default:
-    the script the model records); with --hf-repository the repository's file `{exp_name}.cleanrl_model` (ppo_atari)"""
+    """the script that trained the model, as CleanRL names it: `cleanrl/{exp_name}.py` builds the network (default: the script the model records); with --hf-repository the repository's file `{exp_name}.cleanrl_model` (ppo_atari)"""
     script: Optional[str] = None
     """the training script whose `Agent` the weights load into (default: the one that trained the model)"""
     env_id: Optional[str] = None
