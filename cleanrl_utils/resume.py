@@ -114,7 +114,8 @@ def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: i
     ckpt["computed"] = sorted(
         computed_fields(type(args))
     )  # settings that are not flags (a command rebuilt leaves them)
-    ckpt["script_path"] = os.path.abspath(sys.argv[0])  # the script that ran: the eval tools build its Agent
+    ran = sys.argv[0]  # the script that ran (the eval tools build its Agent); none for `python -c`
+    ckpt["script_path"] = os.path.abspath(ran) if os.path.isfile(ran) else None
     atomic_save(ckpt, path)
 
 
@@ -128,7 +129,7 @@ def save_model(path: str, agent: torch.nn.Module, args) -> None:
                 "env_id": args.env_id,
                 "exp_name": args.exp_name,
                 "script": os.path.basename(script),
-                "script_path": os.path.abspath(script),
+                "script_path": os.path.abspath(script) if os.path.isfile(script) else None,
                 "source": source.read(),
                 "bf16": bool(getattr(args, "bf16", False)),  # it plays as it trained (ppo_eval)
             },

@@ -285,7 +285,10 @@ class GameState(gym.Wrapper):
 def rank_games(envs, next_obs: torch.Tensor, next_done: np.ndarray) -> dict:
     """This rank's games and the step loop's next observation and done flags, for its entry beside its RNG states in
     a checkpoint (None on a C++ pool: nothing to save)."""
-    games = list(envs.get_attr("game")) if not isinstance(envs, NativeAtariVectorEnv) else None
+    try:
+        games = list(envs.get_attr("game")) if not isinstance(envs, NativeAtariVectorEnv) else None
+    except AttributeError:  # envs made another way (a user's, a test's) without `GameState`: none to save
+        games = None
     games = games and {"envs": games, "next_obs": next_obs.cpu().numpy(), "next_done": next_done}
     # what torch.load(weights_only=True) reads: tensors, and numbers (one tensor each would slow the write down)
     return {"games": tree_map_only(np.ndarray, lambda a: torch.tensor(a) if a.ndim else a.item(), games)}

@@ -131,9 +131,9 @@ def test_rollout_never_crosses_an_episode_boundary(tmp_path, monkeypatch, script
     assert torch.equal(rewards, (10 * (t + 1) + actions).float())
     # episodes that ended: full length, reported once per episode and env, with the rewards of their steps
     assert len(run["episodes"]) == num_envs * (num_steps // EPISODE_LEN)
-    assert all(length == EPISODE_LEN for _, length in run["episodes"])
+    assert all(length == EPISODE_LEN for _, length, _ in run["episodes"])
     games = [rewards[k * EPISODE_LEN : (k + 1) * EPISODE_LEN, e].sum().item() for k in range(2) for e in range(2)]
-    assert sorted(r for r, _ in run["episodes"]) == sorted(games)
+    assert sorted(r for r, *_ in run["episodes"]) == sorted(games)
     # GAE: the last step of each episode is not bootstrapped from the next episode's first value
     next_value = torch.full((1, num_envs), 100.0)
     next_done = torch.from_numpy(run["next_done"])
