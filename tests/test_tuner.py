@@ -329,6 +329,18 @@ def two_tuner_command(study_dir_root: str, extra: list[str]) -> list[str]:
     ]
 
 
+def run_two_tuners(root: Path, command: list[str]) -> None:
+    """The same tuner command in two processes at once, both to a clean end."""
+    procs = [
+        subprocess.Popen(
+            command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+
+
 def check_shared(root: Path, num_trials: int, storage: str = "journal") -> set[str]:
     folder = root / "studies" / "shared"
     study = load(
@@ -346,15 +358,7 @@ def check_shared(root: Path, num_trials: int, storage: str = "journal") -> set[s
 @pytest.mark.slow
 def test_two_tuner_processes_share_one_journal_study(tmp_path):
     root = scratch(tmp_path)
-    command = two_tuner_command("studies", ["--num-trials", "4", "--storage", "journal"])
-    procs = [
-        subprocess.Popen(
-            command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        for _ in range(2)
-    ]
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outputs
+    run_two_tuners(root, two_tuner_command("studies", ["--num-trials", "4", "--storage", "journal"]))
     assert len(check_shared(root, 4)) == 2  # both processes ran trials
 
 
@@ -531,15 +535,7 @@ def test_tuners_started_together_on_a_new_sqlite_study_all_open_it(tmp_path):
 @pytest.mark.slow
 def test_two_tuner_processes_share_one_new_sqlite_study(tmp_path):
     root = scratch(tmp_path)
-    command = two_tuner_command("studies", ["--num-trials", "4"])
-    procs = [
-        subprocess.Popen(
-            command, cwd=root, env=tuner_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        for _ in range(2)
-    ]
-    outputs = [p.communicate(timeout=300)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outputs
+    run_two_tuners(root, two_tuner_command("studies", ["--num-trials", "4"]))
     assert len(check_shared(root, 4, storage="sqlite")) == 2  # both processes ran trials
 
 
