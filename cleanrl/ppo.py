@@ -6,7 +6,7 @@ import os
 
 # Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): set before torch loads
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
+from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
 import random
 import subprocess
 import sys
@@ -26,8 +26,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state, open_run
-from cleanrl_utils.resume import restore_rng, resume_command, rng_state, save_checkpoint, save_model, start_run
+from cleanrl_utils.checkpoint import CHECKPOINT_FILE, load_state, restore_rng, rng_state, save_checkpoint, save_model
+from cleanrl_utils.resume import ResumeMode, open_run, resume_command, start_run
 from cleanrl_utils.validation import Count, check_batch, check_env_id, check_extras, check_ranges, fail
 
 
@@ -61,7 +61,7 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: ResumeMode = "no"  # its help (what a resume may change) is built in cleanrl_utils/resume.py
+    resume: ResumeMode = "no"  # its help (what a resume may change): cleanrl_utils/resume.py
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
     vector_env: Literal["sync", "async"] = "sync"

@@ -5,7 +5,7 @@ import os
 
 # Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
+from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
 import random
 import subprocess
 import sys
@@ -20,16 +20,13 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
+from cleanrl_utils.checkpoint import CHECKPOINT_FILE, load_state, restore_rng, rng_state, save_checkpoint, save_model
 from cleanrl_utils.cpu import setup_cpu
 from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
-from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
-from cleanrl_utils.resume import open_run, restore_rng, resume_command, start_run
-from cleanrl_utils.validation import Count, check_env_id, check_extras, check_ranges
-from cleanrl_utils.validation import check_batch
-from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
-from cleanrl_utils.vector_envs import games_line, rank_games, restore_games
+from cleanrl_utils.resume import ResumeMode, open_run, resume_command, start_run
+from cleanrl_utils.validation import Count, check_batch, check_env_id, check_extras, check_ranges
+from cleanrl_utils.vector_envs import VectorEnvBackend, games_line, make_atari_vector_env, rank_games, restore_games
 
 
 @dataclass
@@ -62,7 +59,7 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: ResumeMode = "no"  # its help (what a resume may change) is built in cleanrl_utils/resume.py
+    resume: ResumeMode = "no"  # its help (what a resume may change): cleanrl_utils/resume.py
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -250,7 +247,6 @@ if __name__ == "__main__":
     args.num_iterations = args.total_timesteps // args.batch_size
     check_env_id(args.env_id, atari=True)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
-    check_backend(args.vector_env, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track, upload_model=args.upload_model)
     # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.num_envs)

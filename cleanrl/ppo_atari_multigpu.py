@@ -10,7 +10,7 @@ import os
 
 # Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import cleanrl_utils.startup  # noqa: F401  (Ctrl-C from here on: a one-line stop)
+from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
 import random
 import subprocess
 import sys
@@ -27,18 +27,17 @@ import torch.optim as optim
 import tyro
 from torch.distributions.categorical import Categorical
 
+from cleanrl_utils.checkpoint import CHECKPOINT_FILE, load_state, rng_state, save_checkpoint, save_model
+from cleanrl_utils.cpu import setup_cpu
 from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks
 from cleanrl_utils.distributed import print_launch_notes, read_dist_env, resolve_device, resolve_sizes, restart_count
+from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.elastic import end_rank, job_resume_command, open_job_run, rank_lifetime, restarted_run_name
 from cleanrl_utils.elastic import restore_rank_rng, start_rank_run
-from cleanrl_utils.cpu import setup_cpu
-from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
-from cleanrl_utils.resume import CHECKPOINT_FILE, ResumeMode, StopSignals, interrupts_ignored, load_state
-from cleanrl_utils.resume import rng_state, save_checkpoint, save_model
+from cleanrl_utils.resume import ResumeMode
 from cleanrl_utils.validation import Count, check_env_id, check_extras, check_ranges
-from cleanrl_utils.vector_envs import VectorEnvBackend, check_backend, make_atari_vector_env
-from cleanrl_utils.vector_envs import games_line, rank_games, restore_games
+from cleanrl_utils.vector_envs import VectorEnvBackend, games_line, make_atari_vector_env, rank_games, restore_games
 
 
 @dataclass
@@ -71,7 +70,7 @@ class Args:
     """the run's folder under runs_dir (default: `{env_id}__{exp_name}__{seed}__{unix time}`); name it to resume it"""
     checkpoint_interval: Count = 100
     """save a checkpoint every this many iterations (0: only at the end and on SIGTERM/Ctrl-C)"""
-    resume: ResumeMode = "no"  # its help (what a resume may change) is built in cleanrl_utils/resume.py
+    resume: ResumeMode = "no"  # its help (what a resume may change): cleanrl_utils/resume.py
     progress_bar: bool = True
     """show a progress bar (steps, SPS, recent return, ETA); without a terminal a progress line every 30 s instead"""
 
@@ -295,7 +294,6 @@ if __name__ == "__main__":
     resolve_sizes(args, info.world_size)  # the sizes of a rank and of all ranks
     check_env_id(args.env_id, atari=True)
     device, backend = resolve_device(args, info)
-    check_backend(args.vector_env, capture_video=args.capture_video)
     check_extras(capture_video=args.capture_video, track=args.track and rank0, upload_model=args.upload_model)
     # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.local_num_envs, info.local_world_size, rank0)
@@ -313,8 +311,7 @@ if __name__ == "__main__":
         envs = make_atari_vector_env(
             args.vector_env, args.env_id, args.local_num_envs, env_threads=env_threads, seed=seed0, video_folder=videos
         )
-    resume = job_resume_command(args, run_name, info)  # the command line that continues this run
-    close = rank_lifetime(info, [envs.close], resume)  # on any exit: close, leave the group (elastic.py)
+    close = rank_lifetime(info, [envs.close], args, run_name)  # on any exit: close, leave the group (elastic.py)
     # after the envs: async env workers then fork no communication threads; sets the device too
     init_distributed(backend, info, timedelta(seconds=args.dist_timeout), device)
     agent = Agent(envs, bf16=args.bf16).to(device)

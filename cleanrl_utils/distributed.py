@@ -15,7 +15,6 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from cleanrl_utils import validation
 from cleanrl_utils.validation import check_batch, counted, fail
 
 DEFAULT_LOCAL_NUM_ENVS = 8
@@ -36,10 +35,7 @@ class DistInfo:
 
 
 def read_dist_env() -> DistInfo:
-    """Where this process sits in the job. On a launched rank that is not the first of its node, the one-line errors
-    of the checks before the process group forms are left to the node's first rank, which finds the same (every rank
-    of a node checks the same arguments on the same machine): this rank then exits with status 1 without a word, so
-    that a bad input gives one error line per node instead of one per rank."""
+    """Where this process sits in the job (its local rank: `validation.quiet_rank`, whose names these are too)."""
     env = os.environ
     for launcher, (rank, size, local_rank, local_size) in (
         ("torchrun", ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")),
@@ -56,7 +52,6 @@ def read_dist_env() -> DistInfo:
                 launched=True,
                 launcher=launcher,
             )
-            validation.QUIET_ERRORS = info.local_rank != 0
             return info
     return DistInfo()
 
@@ -188,7 +183,6 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
             stream.reconfigure(line_buffering=True, write_through=False)
     if backend == "nccl" and not any(name in os.environ for name in NCCL_ERROR_VARIABLES):
         os.environ["TORCH_NCCL_BLOCKING_WAIT"] = "1"
-    validation.QUIET_ERRORS = False  # from here on a rank's errors are its own (shared decisions: decided_on_rank0)
     hook = sys.excepthook  # init_process_group installs an exception hook of its own: this one is put back
     try:
         if backend == "mpi":  # MPI knows the ranks
@@ -204,8 +198,9 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
         store = dist.TCPStore(addr, port, is_master=False, timeout=timeout)
         store = dist.PrefixStore(f"ppo_atari_multigpu/attempt{restart_count()}/", store)
         dist.init_process_group(backend, store=store, **where)
-    except Exception as exc:
-        fail(f"rank {info.rank}: the process group did not form ({str(exc).strip().splitlines()[0][:300]})")
+    except Exception as exc:  # every rank's own error (`fail` would be silent on a rank before its group forms)
+        why = str(exc).strip().splitlines()[0][:300]
+        raise SystemExit(f"error: rank {info.rank}: the process group did not form ({why})") from None
     finally:
         sys.excepthook = hook
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import io
 import os
 import pathlib
@@ -17,10 +18,11 @@ from typing import Any, Callable, NoReturn, Optional
 import numpy as np
 import torch
 import torch.distributed as dist
-import tyro
 
 from cleanrl_utils import resume
+from cleanrl_utils.checkpoint import CHECKPOINT_FILE, restore_rng
 from cleanrl_utils.distributed import DistInfo, restart_count
+from cleanrl_utils.signals import full_disk, full_disk_line
 
 ELASTIC_ID_FILE = "elastic_run_id"  # in the run's folder: the torchrun job running it (the same over restarts)
 
@@ -29,13 +31,13 @@ def start_rank_run(args_type, script: str, info: DistInfo):
     """`resume.start_run` on one rank of a job, rank 0 deciding (and alone printing); after a torchrun restart every
     rank resumes as `--resume auto --run-name RUN` would (RUN: `restarted_run_name`). Envs per rank: this launch's."""
     argv = sys.argv[1:]
-    line = tyro.cli(args_type, args=argv)  # the command line's own settings
-    restarted = restart_count() > 0
+    line = resume.parse_command_line(args_type, argv)  # the command line's own settings
+    restarted, run = restart_count() > 0, line
     if restarted or (info.rank != 0 and line.resume == "yes"):
-        argv = [*argv, "--resume=auto", f"--run-name={restarted_run_name(line, restarted)}"]
+        run = dataclasses.replace(line, resume="auto", run_name=restarted_run_name(line, restarted))
     with contextlib.redirect_stdout(sys.stdout if info.rank == 0 else io.StringIO()):
-        args, run_name, ckpt = resume.start_run(args_type, script, argv)
-    # the launch's own --run-name and --resume (not those added above), and its envs per rank (None: derived)
+        args, run_name, ckpt = resume.start_run(args_type, script, argv, line=run)
+    # the launch's own --run-name and --resume (not those set above), and its envs per rank (None: derived)
     args.run_name, args.resume, args.local_num_envs = line.run_name, line.resume, line.local_num_envs
     return args, run_name, ckpt
 
@@ -54,15 +56,12 @@ def restarted_run_name(args, restarted: bool) -> str:
 
 def open_job_run(args, run_name: str, state: dict, script: str, restart: int, ckpt: Optional[dict]):
     """`resume.open_run` on rank 0, recording the torchrun job's id in the folder; after a restart that another
-    node counted, the checkpoint is the folder's own."""
-    run_dir, _ = resume.open_run(args, run_name, state, script)
+    node counted (the run found again), the checkpoint is the folder's own."""
+    run_dir, ckpt = resume.open_run(args, run_name, state, script, ckpt, renamed=restart > restart_count())
     elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
     if elastic_id and elastic_id != "none":  # "none": torchrun's default rendezvous id, the same for every job
         pathlib.Path(run_dir, ELASTIC_ID_FILE).write_text(elastic_id)
-    path = os.path.join(run_dir, resume.CHECKPOINT_FILE)
-    if ckpt is None and restart and os.path.exists(path):
-        ckpt = resume.read_checkpoint(path, script)
-    return run_dir, None if ckpt is None else resume.check_checkpoint(ckpt, path, state, args)
+    return run_dir, ckpt
 
 
 def job_resume_command(args, run_name: str, info: DistInfo) -> str:
@@ -84,7 +83,7 @@ def job_resume_command(args, run_name: str, info: DistInfo) -> str:
 def restore_rank_rng(ckpt: dict, info: DistInfo, seed: int, device: torch.device) -> None:
     """`resume.restore_rng` for this rank; with another world size than the run's, new deterministic streams."""
     if len(ckpt["rng"]) == info.world_size:
-        resume.restore_rng(ckpt, device, info.rank)
+        restore_rng(ckpt, device, info.rank)
     else:
         for seeder in (random.seed, np.random.seed, torch.manual_seed):
             seeder(seed + info.rank + 1000 * ckpt["iteration"])
@@ -95,16 +94,18 @@ def is_dist_error(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
 
 
-def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "--resume") -> list[Callable[[], Any]]:
+def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], args, run_name: str) -> list[Callable[[], Any]]:
     """Returns `close` (the script adds envs, writer): however the rank ends they are closed, last first, and the
-    group left; an exception ends it at once (`leave`): a lost peer or a full disk as one error line naming `hint`."""
+    group left; an exception ends it at once (`leave`): a lost peer or a full disk as one error line naming the
+    command that resumes the run."""
+    hint, checkpoint = job_resume_command(args, run_name, info), os.path.join(args.runs_dir, run_name, CHECKPOINT_FILE)
 
     def clean_up(failing: bool = False) -> None:
         while close:
             try:
                 close.pop()()
             except OSError as exc:  # on a full disk TensorBoard's writer raises its thread's error again at close
-                if not failing or resume.full_disk(exc) is None:
+                if not failing or full_disk(exc) is None:
                     raise
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -118,8 +119,8 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], hint: str = "-
                 f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
                 f"resume with: {hint}"
             )
-        elif (full := resume.full_disk(exc)) is not None:
-            exc = SystemExit(resume.full_disk_line(full, hint))
+        elif (full := full_disk(exc)) is not None:
+            exc = SystemExit(full_disk_line(full, hint, checkpoint))
         clean_up(failing=True)
         leave(130 if "interrupted" in str(getattr(exc, "code", "")) else 1, exc)
 

@@ -10,8 +10,7 @@ import importlib.util
 import os
 from typing import Optional
 
-from cleanrl_utils.resume import first_sentence
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import fail, first_sentence
 
 LOGIN = "log in with `hf auth login` (`huggingface-cli login` in older huggingface_hub) or set HF_TOKEN"
 

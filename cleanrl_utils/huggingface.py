@@ -34,9 +34,10 @@ import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before
 import tyro
 
 from cleanrl_utils.hub import LOGIN, check_hub_installed, check_repo_id, reason, unreachable
-from cleanrl_utils.resume import CHECKPOINT_FILE, RUN_IDENTITY, first_sentence, flag_text
+from cleanrl_utils.checkpoint import CHECKPOINT_FILE
+from cleanrl_utils.resume import RUN_IDENTITY, flag_text
 from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import fail, first_sentence
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)

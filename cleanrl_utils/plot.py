@@ -234,7 +234,7 @@ def computed_settings(run_dirs: list[str]) -> set[str]:
     """The settings the runs' scripts compute at runtime, not flags (each run's checkpoint lists them)."""
     import torch
 
-    from cleanrl_utils.resume import CHECKPOINT_FILE
+    from cleanrl_utils.checkpoint import CHECKPOINT_FILE
 
     names: set[str] = set()
     for path in (os.path.join(run_dir, CHECKPOINT_FILE) for run_dir in run_dirs):

@@ -1,9 +1,8 @@
-"""One run per folder: its writer holds an OS lock on `run.lock` in it while it lives (the kernel lets go however it
-dies); a second process stops before it writes anything, naming the holder; a restarted attempt (Slurm requeue,
+"""A run's folder: its name (`run_name_stem`), and one run in it: its writer holds an OS lock on `run.lock` in it while
+it lives (the kernel lets go however it dies: the descriptor is never closed); a second process stops before it writes anything, naming the holder; a restarted attempt (Slurm requeue,
 torchrun restart) waits up to CLEANRL_LOCK_WAIT s (120) for the old one, which may still be saving its checkpoint."""
 
 import fcntl
-import glob
 import os
 import socket
 import time
@@ -11,15 +10,13 @@ import time
 from cleanrl_utils.validation import fail
 
 LOCK_FILE = "run.lock"
-DEAD_ATTEMPTS = "dead_attempts"  # a run's logs of attempts that died before their first checkpoint
-_held = []  # the open lock files of this process: closing one would let go of its lock
 
 
 def restarted() -> bool:
     return any(int(os.environ.get(name) or 0) > 0 for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"))
 
 
-def hold_run_folder(run_dir: str, checkpoint_file: str) -> None:
+def hold_run_folder(run_dir: str) -> None:
     """Lock `run_dir` for this process, or stop with one line naming the process that holds it."""
     fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
     said, deadline = False, time.time() + (float(os.environ.get("CLEANRL_LOCK_WAIT", "120")) if restarted() else 0)
@@ -38,17 +35,8 @@ def hold_run_folder(run_dir: str, checkpoint_file: str) -> None:
             time.sleep(1)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%F %T')}\n".encode(), 0)
-    _held.append(fd)
-    set_aside_dead_attempt(run_dir, checkpoint_file)
 
 
-def set_aside_dead_attempt(run_dir: str, checkpoint_file: str) -> None:
-    """Logs but no checkpoint: an attempt died before its first one; its event files go to `dead_attempts/` (unplotted)."""
-    old = glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))
-    if not old or os.path.exists(os.path.join(run_dir, checkpoint_file)):
-        return
-    folder = os.path.join(run_dir, DEAD_ATTEMPTS, time.strftime("%Y%m%d-%H%M%S"))
-    os.makedirs(folder, exist_ok=True)
-    for path in old:
-        os.replace(path, os.path.join(folder, os.path.basename(path)))
-    print(f"note: {run_dir} held the logs of an attempt that stopped before its first checkpoint: moved to {folder}")
+def run_name_stem(env_id: str | None, exp_name: str, seed: int) -> str:
+    """`{env_id}__{exp_name}__{seed}` ('/' as '-'): a run's name before its start time; a sweep's run's whole name."""
+    return "__".join(str(part) for part in (env_id, exp_name, seed) if part is not None).replace("/", "-")

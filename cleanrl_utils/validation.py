@@ -1,18 +1,36 @@
 """Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily)."""
 
 import difflib
+import os
 import re
+import sys
 import typing
 from typing import Annotated, NoReturn
 
 import tyro
 
-QUIET_ERRORS = False  # set on the ranks of a distributed job whose errors another rank reports (distributed.py)
+# a launched process's local rank as torchrun, Open MPI and MPICH / Intel MPI name it (distributed.read_dist_env)
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 
 
 def fail(message: str) -> NoReturn:
-    """Stop with a one-line error and exit status 1 (`SystemExit` prints no traceback); quietly if QUIET_ERRORS."""
-    raise SystemExit(1 if QUIET_ERRORS else f"error: {message}")
+    """Stop with a one-line error and exit status 1 (`SystemExit` prints no traceback); silently on a `quiet_rank`."""
+    raise SystemExit(1 if quiet_rank() else f"error: {message}")
+
+
+def quiet_rank() -> bool:
+    """A launched rank, not the first of its node, before its process group forms: the node's first rank finds the
+    same errors (the same arguments on the same machine) and prints them, one line per node instead of per rank."""
+    dist = sys.modules.get("torch.distributed")  # loaded by then on a rank of a job; never loaded here
+    local_rank = next((os.environ[name] for name in LOCAL_RANK_VARIABLES if name in os.environ), "0")
+    return local_rank.strip() not in ("", "0") and not (dist and dist.is_available() and dist.is_initialized())
+
+
+def first_sentence(exc: BaseException, most: int = 300) -> str:
+    """The first sentence of `exc`'s message (torch's later ones advise on other cases), or its type if none fits."""
+    lines = str(exc).strip().splitlines()
+    sentence = re.split(r"(?<=[.!?])\s", lines[0].strip(), maxsplit=1)[0].rstrip(".") if lines else ""
+    return sentence if 0 < len(sentence) <= most else type(exc).__name__
 
 
 def computed_fields(args_type: type) -> frozenset[str]:
@@ -102,7 +120,7 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
         fail(f"unknown environment id {env_id!r}; {hint}")
     if atari is True and not is_atari(env_id):
         fail(f"{env_id!r} is not an Atari game; use an ALE id such as BreakoutNoFrameskip-v4 (or cleanrl/ppo.py)")
-    if atari and not QUIET_ERRORS and gym.registry[env_id].kwargs.get("repeat_action_probability", 0) > 0:
+    if atari and not quiet_rank() and gym.registry[env_id].kwargs.get("repeat_action_probability", 0) > 0:
         same = re.sub(r"^ALE/|-v\d+$", "", env_id) + "NoFrameskip-v4"
         print(
             f"note: {env_id} repeats the agent's previous action with probability "
@@ -125,8 +143,3 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
         fail(f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: make it larger")
     if total_timesteps < batch * ranks:
         fail(f"--total-timesteps {total_timesteps} is smaller than one batch ({batch * ranks}): no update would run")
-
-
-def run_name_stem(env_id: str | None, exp_name: str, seed: int) -> str:
-    """`{env_id}__{exp_name}__{seed}` ('/' as '-'): a run's name before its start time; a sweep's run's whole name."""
-    return "__".join(str(part) for part in (env_id, exp_name, seed) if part is not None).replace("/", "-")

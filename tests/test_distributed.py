@@ -22,8 +22,7 @@ from cleanrl_utils import distributed, validation
 
 @pytest.fixture(autouse=True)
 def errors_loud(monkeypatch):
-    monkeypatch.setattr(validation, "QUIET_ERRORS", False)  # read_dist_env sets it; no test leaks it to the next
-    for name in distributed.NCCL_ERROR_VARIABLES:
+    for name in (*validation.LOCAL_RANK_VARIABLES, *distributed.NCCL_ERROR_VARIABLES):  # a test sets its own
         monkeypatch.delenv(name, raising=False)
 
 

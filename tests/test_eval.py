@@ -17,7 +17,7 @@ import gymnasium as gym
 from helpers import load_script
 
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.resume import rng_state, save_checkpoint
+from cleanrl_utils.checkpoint import rng_state, save_checkpoint
 from cleanrl_utils.evals.ppo_eval import evaluate, pick_device
 
 LEFT = 3  # Breakout's actions: NOOP, FIRE, RIGHT, LEFT

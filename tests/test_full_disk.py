@@ -17,7 +17,7 @@ from helpers import REPO_ROOT, assert_one_line_error, run_script, run_each
 from test_learning import BREAKOUT, write_part
 
 from benchmark.lab import learning
-from cleanrl_utils import resume
+from cleanrl_utils import checkpoint
 
 FAST = {"OMP_NUM_THREADS": "1"}
 TINY = [
@@ -199,7 +199,7 @@ def test_the_learning_benchmarks_exports_and_report_are_written_whole_or_not_at_
 
 def test_a_write_that_fails_for_another_reason_names_that_reason_not_the_disk(tmp_path):
     path = tmp_path / "checkpoint.pt"
-    resume.atomic_save({"iteration": 1}, str(path))
+    checkpoint.atomic_save({"iteration": 1}, str(path))
     # where this writer's temporary file goes: open() fails with EISDIR, not ENOSPC
     (tmp_path / f"checkpoint.pt.tmp.{os.getpid()}").mkdir()
     with pytest.raises(
@@ -208,5 +208,5 @@ def test_a_write_that_fails_for_another_reason_names_that_reason_not_the_disk(tm
         r"directory \(the last one there is kept; put that right, then resume with "
         r"--resume\)$",
     ):
-        resume.atomic_save({"iteration": 2}, str(path))
+        checkpoint.atomic_save({"iteration": 2}, str(path))
     assert torch.load(path, weights_only=True)["iteration"] == 1

@@ -28,7 +28,7 @@ import tyro
 from helpers import LOSS_TAGS, REPO_ROOT, load_script, read_scalars, run_script, start_script, wait_for
 
 from benchmark.lab import rank_params
-from cleanrl_utils import distributed, resume
+from cleanrl_utils import checkpoint, distributed
 
 SCRIPT = "cleanrl/ppo_atari_multigpu.py"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the `torchrun` command of this venv
@@ -350,8 +350,8 @@ def write_checkpoint(path: Path, env_id: str = "BreakoutNoFrameskip-v4", actions
     agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(actions)))
     optimizer = torch.optim.Adam(agent.parameters())
     path.parent.mkdir(parents=True, exist_ok=True)
-    rngs = [resume.rng_state(torch.device("cpu"))] * 2
-    resume.save_checkpoint(str(path), {"agent": agent, "optimizer": optimizer}, args, 1, 32, rngs, [])
+    rngs = [checkpoint.rng_state(torch.device("cpu"))] * 2
+    checkpoint.save_checkpoint(str(path), {"agent": agent, "optimizer": optimizer}, args, 1, 32, rngs, [])
     return args
 
 
@@ -384,8 +384,8 @@ def test_checkpoint_checks(tmp_path, case):
     state = {"agent": agent, "optimizer": torch.optim.Adam(agent.parameters())}
     expect_error(
         fragment,
-        lambda: resume.check_checkpoint(
-            resume.read_checkpoint(str(path), "ppo_atari_multigpu.py"), str(path), state, args
+        lambda: checkpoint.check_checkpoint(
+            checkpoint.read_checkpoint(str(path), "ppo_atari_multigpu.py"), str(path), state, args
         ),
     )
 

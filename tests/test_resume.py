@@ -6,7 +6,6 @@ ranks and torchrun restarts (cleanrl_utils/elastic.py: start_rank_run)."""
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import torch
 from helpers import REPO_ROOT, assert_one_line_error, load_script, read_scalars, start_script, wait_for, run_each
 
 
-from cleanrl_utils import distributed, elastic, resume
+from cleanrl_utils import checkpoint, distributed, elastic, resume
 
 SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 FAST = {"OMP_NUM_THREADS": "1"}
@@ -51,7 +50,7 @@ def stored_run(runs, name: str, args, iteration: int = 1) -> str:
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(args).items()}
     torch.save(
         {
-            "format": resume.CHECKPOINT_FORMAT,
+            "format": checkpoint.CHECKPOINT_FORMAT,
             "state": {},
             "iteration": iteration,
             "global_step": iteration * 32,
@@ -59,26 +58,9 @@ def stored_run(runs, name: str, args, iteration: int = 1) -> str:
             "rng": [],
             "settings": settings,
         },
-        runs / name / resume.CHECKPOINT_FILE,
+        runs / name / checkpoint.CHECKPOINT_FILE,
     )
     return name
-
-
-def test_an_unreadable_checkpoint_quotes_the_first_sentence_of_the_reason_whole():
-    """read_checkpoint quotes `first_sentence` of torch's error (end to end: tests/test_ppo_atari.py)."""
-    zip_error = RuntimeError(
-        "PytorchStreamReader failed reading zip archive: failed finding central directory. This "
-        "is an internal miniz error. If you are seeing this error, there is a high likelihood"
-    )
-    assert resume.first_sentence(zip_error) == (
-        "PytorchStreamReader failed reading zip archive: failed finding central directory"
-    )
-    advice = "Weights only load failed. In PyTorch 2.6 ... with `weights_only` set to `False`.\nPlease file an issue"
-    assert resume.first_sentence(pickle.UnpicklingError(advice)) == "Weights only load failed"
-    assert resume.first_sentence(pickle.UnpicklingError("invalid load key, 'g'.")) == "invalid load key, 'g'"
-    assert resume.first_sentence(RuntimeError("torch.load of v1.2 failed\nmore")) == "torch.load of v1.2 failed"
-    assert resume.first_sentence(EOFError()) == "EOFError"  # no message: its type
-    assert resume.first_sentence(ValueError("x" * 301 + ". Then")) == "ValueError"  # too long for one line: its type
 
 
 def test_a_resume_parses_the_command_line_over_the_stored_settings(tmp_path, capsys):

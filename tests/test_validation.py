@@ -4,12 +4,13 @@ one `error:` line naming the flag, the value and what it may be."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import pytest
 from helpers import load_script
 
 from cleanrl_utils.cpu import thread_plan
-from cleanrl_utils.validation import RANGES, check_env_id, check_ranges, computed_fields
+from cleanrl_utils.validation import RANGES, check_env_id, check_ranges, computed_fields, first_sentence
 
 SCRIPTS = ["cleanrl/ppo.py", "cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
 BAD = {
@@ -138,3 +139,20 @@ def test_an_envpool_game_name_is_told_gymnasiums_ids():
         "error: 'Breakout-v5' is EnvPool's name of the game; the scripts take gymnasium's ids, with --vector-env "
         "envpool too: BreakoutNoFrameskip-v4 (CleanRL's benchmark) or ALE/Breakout-v5 (sticky actions)"
     )
+
+
+def test_an_unreadable_checkpoint_quotes_the_first_sentence_of_the_reason_whole():
+    """read_checkpoint quotes `first_sentence` of torch's error (end to end: tests/test_ppo_atari.py)."""
+    zip_error = RuntimeError(
+        "PytorchStreamReader failed reading zip archive: failed finding central directory. This "
+        "is an internal miniz error. If you are seeing this error, there is a high likelihood"
+    )
+    assert first_sentence(zip_error) == (
+        "PytorchStreamReader failed reading zip archive: failed finding central directory"
+    )
+    advice = "Weights only load failed. In PyTorch 2.6 ... with `weights_only` set to `False`.\nPlease file an issue"
+    assert first_sentence(pickle.UnpicklingError(advice)) == "Weights only load failed"
+    assert first_sentence(pickle.UnpicklingError("invalid load key, 'g'.")) == "invalid load key, 'g'"
+    assert first_sentence(RuntimeError("torch.load of v1.2 failed\nmore")) == "torch.load of v1.2 failed"
+    assert first_sentence(EOFError()) == "EOFError"  # no message: its type
+    assert first_sentence(ValueError("x" * 301 + ". Then")) == "ValueError"  # too long for one line: its type

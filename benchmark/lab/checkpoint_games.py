@@ -23,7 +23,7 @@ import torch
 
 from cleanrl_utils import vector_envs
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.resume import rng_state, save_checkpoint
+from cleanrl_utils.checkpoint import rng_state, save_checkpoint
 from cleanrl_utils.vector_envs import SAME_STEP, make_atari_vector_env, rank_games
 
 ENV_ID = "BreakoutNoFrameskip-v4"

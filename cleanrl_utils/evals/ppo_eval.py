@@ -42,9 +42,8 @@ import tyro
 
 from cleanrl_utils.atari_wrappers import make_atari_env
 from cleanrl_utils.script_shape import find_script, load_module, read_script
-from cleanrl_utils.resume import first_sentence
 from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import check_env_id, check_extras, fail, is_atari
+from cleanrl_utils.validation import check_env_id, check_extras, fail, first_sentence, is_atari
 
 
 @dataclass
