@@ -285,9 +285,7 @@ def ppo_update(agent, optimizer, args, b_obs, b_logprobs, b_actions, b_advantage
 if __name__ == "__main__":
     info = read_dist_env()
     rank0 = info.rank == 0
-    args, run_name, ckpt = start_rank_run(
-        Args, __file__, info
-    )  # a resume: the run's stored settings and its checkpoint
+    args, run_name, ckpt = start_rank_run(Args, __file__, info)  # a resume: the run's settings and its checkpoint
 
     # everything that can be checked is checked here, before the run writes anything
     check_ranges(args)
@@ -328,10 +326,8 @@ if __name__ == "__main__":
     if rank0 and restart > restart_count():
         run_name = restarted_run_name(args, True)
 
-    # resume: the state, iteration, global step and RNG states from the run's checkpoint
-    run_dir, ckpt = decided_on_rank0(
-        lambda: open_job_run(args, run_name, state, __file__, restart, ckpt), info
-    )  # rank 0
+    # resume: the state, iteration, global step and RNG states from the run's checkpoint (its folder made by rank 0)
+    run_dir, ckpt = decided_on_rank0(lambda: open_job_run(args, run_name, state, __file__, restart, ckpt), info)
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
         start_iteration, global_step, recent_returns = load_state(state, ckpt)

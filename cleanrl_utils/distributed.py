@@ -1,7 +1,5 @@
 """The data-parallel core of cleanrl/ppo_atari_multigpu.py: where a process sits in the job, its sizes and device,
-joining the process group, and the collectives (rank 0's decisions, gathers, means). A run over ranks and torchrun
-restarts, and a rank's exit: cleanrl_utils/elastic.py. (What data parallelism does to PPO is in the script.)
-"""
+joining the process group, and the collectives (rank 0's decisions, gathers, means); restarts and exits: elastic.py."""
 
 from __future__ import annotations
 
@@ -86,14 +84,9 @@ def resolve_sizes(args, world_size: int) -> None:
 
 
 def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
-    """This rank's device and the backend (from args.cuda, args.backend, args.device_ids); fails (on every rank,
-    before any communication) on impossible choices. Makes no device current (the script does that once its env
-    worker processes have started: see init_distributed).
-
-    nccl refuses two ranks of one job on one GPU; where local ranks share a GPU (more ranks than GPUs, or a device id
-    given twice in --device-ids) the default backend is gloo, which takes CUDA tensors too (its all-reduce goes
-    through host memory), and an explicit `--backend nccl` is an error. The choice follows from the node's GPUs:
-    give every node the same number of GPUs and ranks, so that all ranks choose the same backend."""
+    """This rank's device and the backend (from args.cuda, args.backend, args.device_ids), or one error line on an
+    impossible choice; makes no device current (init_distributed does). Local ranks that share a GPU (nccl refuses
+    that) get gloo, which takes CUDA tensors through host memory; every node should have as many GPUs and ranks."""
     has_cuda = args.cuda and torch.cuda.is_available()
     backend = args.backend or ("nccl" if has_cuda else "gloo")
     if backend == "nccl" and not has_cuda:
@@ -156,28 +149,16 @@ def restart_count() -> int:
 
 
 def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: torch.device) -> None:
-    """Make `device` current (after the env worker processes have started: they hold no CUDA context) and, on a
-    launched rank, join the process group (a one-line error if it does not form); under torchrun, with keys of
-    this restart attempt only.
-
-    nccl: the group is formed at once on `device` (`device_id`), so that its errors show here; and a collective
-    that fails (a peer died, or --dist-timeout passed) raises in Python, as on gloo, instead of the watchdog
-    aborting the process: TORCH_NCCL_BLOCKING_WAIT=1, unless the user set it or TORCH_NCCL_ASYNC_ERROR_HANDLING
-    (docs/multigpu.md says what each gives).
-
-    torchrun's agent keeps one TCP store for all restarts of a job, with the keys of a failed attempt still in it
-    (pytorch/pytorch#135712, #167288): a restarted rank may read the address of its dead predecessor and fail or
-    hang. A prefix per attempt gives every attempt fresh keys. The attempt number is the same on all ranks of one
-    node; torchrun does not raise it on a node whose workers were healthy, so across nodes launch torchrun with
-    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (rank 0 then hosts a new store for each attempt and this is not needed).
-    """
+    """Make `device` current (after the env workers started: they hold no CUDA context) and, on a launched rank,
+    join the process group (one error line if it does not form). nccl forms at once on `device`, its failed
+    collectives raising in Python as gloo's do (TORCH_NCCL_BLOCKING_WAIT=1 unless the user chose). Under torchrun
+    each restart attempt gets keys of its own in the agent's store, which keeps a dead attempt's (pytorch#135712);
+    across nodes, launch with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (docs/multigpu.md)."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not info.launched:  # a single process: no group
         return
-    # whole lines from every rank: the ranks share their launcher's stdout and stderr, and unbuffered output
-    # (PYTHONUNBUFFERED=1, usual in containers) writes a print's text and its newline apart, so another rank's
-    # line could land in between
+    # whole lines from every rank on their shared stdout/stderr (unbuffered output writes a print's newline apart)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(line_buffering=True, write_through=False)

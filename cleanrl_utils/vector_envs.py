@@ -241,11 +241,9 @@ def make_atari_vector_env(
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
 
 
-# A run's games in its checkpoint. With the Python wrappers (`sync`, `async`) each rank saves every env's emulator (its
-# RNG included), every wrapper's state and the step loop's `next_obs`/`next_done` beside its RNG states; a resume puts
-# them back and the games in progress go on as if the run had not stopped (a vector env in SAME_STEP mode carries
-# nothing from one step to the next: its autoreset flags serve NEXT_STEP only). The C++ pools (`ale`, `envpool`) expose
-# no state: a resume there starts new games, as one from a checkpoint saved before games were; its line says so.
+# A run's games in its checkpoint: with the Python wrappers (`sync`, `async`) every env's emulator and wrappers and the
+# step loop's `next_obs`/`next_done`, so that a resume goes on with the games in progress (a SAME_STEP vector env
+# carries nothing else from one step to the next); the C++ pools (`ale`, `envpool`) expose no state: new games.
 
 
 def _wrappers(env: gym.Wrapper):
