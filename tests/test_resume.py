@@ -92,6 +92,17 @@ def test_a_resume_parses_the_command_line_over_the_stored_settings(tmp_path, cap
     assert "note: resuming with --bf16 (the run has --no-bf16)" in out
 
 
+def test_a_resume_parses_the_command_line_once(tmp_path, monkeypatch):
+    """The run's settings fill in the flags the line leaves out: tyro runs once, not again with them as defaults."""
+    base = load_script("cleanrl/ppo_atari.py", "ppo_atari_parse_once_under_test")
+    runs = tmp_path / "runs"
+    where = ["--resume", "--run-name", stored_run(runs, "r", base.Args(total_timesteps=640)), "--runs-dir", str(runs)]
+    parse, calls = resume.tyro.cli, []
+    monkeypatch.setattr(resume.tyro, "cli", lambda *a, **k: calls.append(a) or parse(*a, **k))
+    args, _, ckpt = resume.start_run(base.Args, "ppo_atari.py", where)
+    assert len(calls) == 1 and ckpt is not None and args.total_timesteps == 640
+
+
 def test_multigpu_ranks_and_restarts_resume_the_same_run(tmp_path, capsys, monkeypatch):
     mg = load_script("cleanrl/ppo_atari_multigpu.py", "ppo_atari_multigpu_resume_under_test")
     runs = tmp_path / "runs"
