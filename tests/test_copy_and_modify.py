@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for, run_each
+from helpers import FAST, REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for, run_each
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari.py"
 RUN = [
@@ -30,7 +30,6 @@ RUN = [
     "1",
     "--no-progress-bar",
 ]
-FAST = {"OMP_NUM_THREADS": "1"}
 
 # (where, what is added after it): the whole change, 28 lines
 EDITS = [
