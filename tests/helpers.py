@@ -30,6 +30,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # it loses a lot
 FAST = {"OMP_NUM_THREADS": "1"}
 BREAKOUT = "BreakoutNoFrameskip-v4"
+# a tiny run of an Atari script: a batch of 2 envs x 32 steps, 2 minibatches, 1 epoch, one torch thread (with
+# `--total-timesteps 64`: one iteration)
+TINY_ATARI = ["--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1"]
+TINY_ATARI += ["--torch-threads", "1", "--no-progress-bar"]
 
 # the TensorBoard scalars every training script logs, x-axis = global_step
 CHART_TAGS = ["charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate"]

@@ -14,6 +14,7 @@ import pytest
 import torch
 from helpers import (
     FAST,
+    TINY_ATARI,
     REPO_ROOT,
     CHART_TAGS,
     LOSS_TAGS,
@@ -528,11 +529,7 @@ def test_resume_problems_are_one_line_errors(tmp_path):
     assert_one_line_error(overwrite, "already has a checkpoint: pass --resume")  # never overwritten
 
 
-UNREADABLE_RUN = [
-    SCRIPT,
-    *"--num-envs 2 --num-steps 32 --num-minibatches 2 --update-epochs 1 --torch-threads 1".split(),
-]
-UNREADABLE_RUN += ["--no-progress-bar", "--total-timesteps", "64"]
+UNREADABLE_RUN = [SCRIPT, *TINY_ATARI, "--total-timesteps", "64"]
 
 
 @pytest.mark.slow
