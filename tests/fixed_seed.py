@@ -10,8 +10,8 @@ How ``TOLERANCE`` was chosen (measured on an AMD EPYC with AVX-512, recorded the
 gives the fixture bit for bit; oneDNN and ATen held to AVX2 differ by at most 4e-6; held to SSE4.1 (no FMA: the
 largest rounding change an x86 CPU can make) by at most 1.1e-3 (`losses/old_approx_kl`). A changed
 hyperparameter or a bug changes the losses by 3e-3 to 1 (``--clip-coef 0.2``: policy loss 0.48, value loss 0.11;
-``test_the_tolerance_catches_a_change_of_behaviour`` runs both). 1e-2 sits between. The suite runs the comparison
-under the native set and under restricted ones, so a new processor cannot surprise CI.
+tests/test_fixed_seed.py runs both). 1e-2 sits between. The suite runs the comparison under the native set and
+under restricted ones, so a new processor cannot surprise CI.
 
 A comparison that must hold bit for bit compares two runs on the same machine (a resume against an uninterrupted
 run, backend against backend, 2 ranks against 1 process). For a refactor, record before and compare after on one
