@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import importlib.util
 import json
 import os
 import pty
+import re
 import select
+import shlex
 import signal
 import struct
 import subprocess
@@ -15,6 +18,7 @@ import sys
 import tempfile
 import termios
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Mapping, Sequence
@@ -22,6 +26,14 @@ from typing import Mapping, Sequence
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# the environment of a tiny run: a 64-unit MLP or a tiny batch gains nothing from more threads, and on 2 busy cores
+# it loses a lot
+FAST = {"OMP_NUM_THREADS": "1"}
+BREAKOUT = "BreakoutNoFrameskip-v4"
+# a tiny run of an Atari script: a batch of 2 envs x 32 steps, 2 minibatches, 1 epoch, one torch thread (with
+# `--total-timesteps 64`: one iteration)
+TINY_ATARI = ["--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1"]
+TINY_ATARI += ["--torch-threads", "1", "--no-progress-bar"]
 
 # the TensorBoard scalars every training script logs, x-axis = global_step
 CHART_TAGS = ["charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate"]
@@ -280,3 +292,103 @@ FIRST_ON_PATH = (
     "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = sys.argv[2:]; "
     "runpy.run_path(sys.argv[0], run_name='__main__')"
 )
+
+
+# ---------------------------------------------------------------- what several test files use
+
+
+@dataclass
+class Command:
+    where: str  # file:line
+    tokens: list[str]
+
+    def __str__(self) -> str:
+        return f"{self.where}: {shlex.join(self.tokens)}"
+
+
+def extract_commands(path: Path) -> list[Command]:
+    """The commands of the ```bash blocks of a markdown file; `$VAR` of `VAR=value` lines earlier in the same
+    block is substituted."""
+    commands: list[Command] = []
+    lines = path.read_text().splitlines()
+    in_block, pending, start, variables = False, "", 0, {}
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            in_block, pending, variables = line.strip() == "```bash", "", {}
+            continue
+        if not in_block:
+            continue
+        if not pending:
+            start = number
+        pending += line.rstrip("\\").rstrip() + " " if line.endswith("\\") else line
+        if line.endswith("\\"):
+            continue
+        tokens, pending = shlex.split(pending, comments=True), ""
+        while tokens:
+            part, tokens = (
+                (tokens[: tokens.index("&&")], tokens[tokens.index("&&") + 1 :]) if "&&" in tokens else (tokens, [])
+            )
+            part = [re.sub(r"\$(\w+)", lambda m, known=variables: known.get(m.group(1), m.group(0)), t) for t in part]
+            if len(part) == 1 and re.fullmatch(r"[A-Z_]+=\S+", part[0]):
+                name, value = part[0].split("=", 1)
+                variables[name] = value
+            commands.append(Command(f"{path.relative_to(REPO_ROOT)}:{start}", part))
+    return commands
+
+
+def run_submit(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120):
+    """Run submit_exp.py as users do (a file path, not -m) with exactly the environment `env` (default: ours)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = str(REPO_ROOT)  # the training scripts import cleanrl_utils
+    cmd = [sys.executable, str(REPO_ROOT / "cleanrl_utils" / "submit_exp.py"), *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def fill_hub_cache(hf_home: Path, repo_id: str, files: dict[str, Path]) -> None:
+    """`files` as huggingface_hub stores a download of `repo_id` at main: blobs named by their hash, the commit in
+    refs/main, and snapshots/<commit>/<name> linking to the blob."""
+    from huggingface_hub import scan_cache_dir  # (an optional package: imported by the tests that use it)
+
+    repo = hf_home / "hub" / ("models--" + repo_id.replace("/", "--"))
+    commit = hashlib.sha1(repo_id.encode()).hexdigest()
+    for folder in ("blobs", "refs", f"snapshots/{commit}"):
+        (repo / folder).mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    for name, source in files.items():
+        data = source.read_bytes()
+        blob = hashlib.sha256(data).hexdigest()
+        (repo / "blobs" / blob).write_bytes(data)
+        (repo / "snapshots" / commit / name).symlink_to(f"../../blobs/{blob}")
+    cached = {r.repo_id: r for r in scan_cache_dir(hf_home / "hub").repos}  # the library reads it back as a download
+    assert {f.file_name for rev in cached[repo_id].revisions for f in rev.files} >= set(files)
+    assert "main" in cached[repo_id].refs
+
+
+def write_part(run_dir, start: float, iterations, purge_step: int | None = None) -> None:
+    """One part of a run as ppo_atari.py logs it, started at `start`: an event file of its own (named by and opening
+    at that time), an iteration every 2 s (SPS) and a game ending every iteration."""
+    from unittest import mock
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    with mock.patch("time.time", return_value=start):
+        writer = SummaryWriter(str(run_dir), purge_step=purge_step)
+    with writer:
+        writer.add_text("hyperparameters", "|param|value|\n|-|-|\n|batch_size|1024|", walltime=start)
+        for k, i in enumerate(iterations, 1):
+            when = start + 2 * k
+            writer.add_scalar("charts/episodic_return", float(i), i * 1024, walltime=when)
+            writer.add_scalar("charts/episodic_length", 400.0, i * 1024, walltime=when)
+            writer.add_scalar("charts/SPS", 512.0, i * 1024, walltime=when)
+
+
+def fill_up(disk: Path, blocks_left: int = 0) -> None:
+    """Fill the disk to the last block, then free `blocks_left` blocks: room for a few small writes and no more."""
+    block = os.statvfs(disk).f_bsize
+    with open(disk / "filler", "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * block)
+        except OSError:
+            pass
+        f.truncate(f.tell() - blocks_left * block)

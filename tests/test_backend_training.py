@@ -13,7 +13,7 @@ flags a lost life differently or serves differently changes the losses.
 from __future__ import annotations
 
 import pytest
-from helpers import LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_each
+from helpers import FAST, LOSS_TAGS, REPO_ROOT, find_run_dir, read_scalars, run_each
 
 from cleanrl_utils.vector_envs import envpool_available
 
@@ -47,8 +47,7 @@ def runs(tmp_path_factory) -> dict[tuple[str, int], dict[str, list[tuple[int, fl
         [str(workdir / "launch.py"), str(noop), *RUN, "--vector-env", b, "--runs-dir", str(workdir / f"{b}{noop}")]
         for b, noop in wanted
     ]
-    env = {"OMP_NUM_THREADS": "1"}
-    results = run_each([(job, REPO_ROOT) for job in jobs], env=env, timeout=1200, train=True)
+    results = run_each([(job, REPO_ROOT) for job in jobs], env=FAST, timeout=1200, train=True)
     logged = {}
     for (backend, noop), result in zip(wanted, results):
         assert result.returncode == 0, result.stderr[-3000:]

@@ -25,14 +25,13 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import torch
-from helpers import LOSS_TAGS, find_run_dir, load_script, read_scalars, run_each
-from test_fixed_seed import FIXTURE, RUN, SCRIPTS, SEED, TOLERANCE, Losses, differences, logged_losses
+from helpers import FAST, LOSS_TAGS, find_run_dir, load_script, read_scalars, run_each
+from fixed_seed import FIXTURE, RUN, SCRIPTS, SEED, TOLERANCE, Losses, differences, logged_losses
 
 from cleanrl_utils.evals.ppo_eval import evaluate
 from cleanrl_utils.resume import MAY_CHANGE_ON_RESUME
 
 BOUND = 0.2
-FAST = {"OMP_NUM_THREADS": "1"}
 BATCH = 128  # RUN: 4 envs x 32 steps
 
 ppo_atari = load_script(SCRIPTS["ppo_atari"], "ppo_atari_bf16_test")

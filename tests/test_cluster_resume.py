@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, read_scalars
-from test_submit_exp import run_submit
+from helpers import REPO_ROOT, read_scalars, run_submit
 
 BATCH = 32
 TINY = (

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, find_run_dir, read_scalars, run_each, run_script
+from helpers import FAST, REPO_ROOT, find_run_dir, read_scalars, run_each, run_script
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 # a tiny run: 2 iterations of 2 envs x 32 steps (as tuner parameters, NAME=VALUE), one torch thread
 SIZES = {"num-envs": 2, "num-steps": 32, "num-minibatches": 2, "update-epochs": 1, "total-timesteps": 128}
 TINY = [*(word for name, value in SIZES.items() for word in (f"--{name}", str(value))), "--no-progress-bar"]
-FAST = {"OMP_NUM_THREADS": "1"}
 
 # (copy's name, the script it copies, its env id, its edits: (a line of the script, what replaces it))
 WIDE = [

@@ -14,23 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_script, start_script, wait_for, run_each
+from helpers import FAST, REPO_ROOT, TINY_ATARI, assert_one_line_error, run_script, start_script, wait_for, run_each
 
 SCRIPT = REPO_ROOT / "cleanrl" / "ppo_atari.py"
-RUN = [
-    "--num-envs",
-    "2",
-    "--num-steps",
-    "32",
-    "--num-minibatches",
-    "2",
-    "--update-epochs",
-    "1",
-    "--torch-threads",
-    "1",
-    "--no-progress-bar",
-]
-FAST = {"OMP_NUM_THREADS": "1"}
+RUN = TINY_ATARI
 
 # (where, what is added after it): the whole change, 28 lines
 EDITS = [

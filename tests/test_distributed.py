@@ -278,7 +278,7 @@ def test_rank0s_decision_fails_loudly_on_rank0_only():
 def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path):
     """Under torchrun (no restarts), rank 1 killed mid-run: the survivor prints the one error line, nothing else
     prints one; torchrun's own report follows (docs/multigpu.md)."""
-    from test_multigpu import QUIET, SCRIPT, TINY, TINY_BATCH, kill_rank1_after_checkpoint_3, torchrun
+    from multigpu_helpers import QUIET, SCRIPT, TINY, TINY_BATCH, kill_rank1_after_checkpoint_3, torchrun
 
     log = tmp_path / "torchrun.log"
     cmd = torchrun(2) + TINY + QUIET + ["--total-timesteps", str(1000 * TINY_BATCH), "--checkpoint-interval", "3"]
@@ -300,7 +300,7 @@ def test_a_killed_rank_gives_one_error_line_from_the_rank_that_lost_it(tmp_path)
 def test_ranks_on_one_gpu_train_on_cuda(tmp_path, gpu_env, ranks, backend):
     """On a machine with a GPU: 1 rank on nccl, and 2 ranks sharing GPU 0 on gloo with CUDA tensors, ending with
     identical parameters (each rank runs the script under benchmark/lab/rank_params.py, which hashes them)."""
-    from test_multigpu import QUIET, TINY, assert_ranks_identical, torchrun
+    from multigpu_helpers import QUIET, TINY, assert_ranks_identical, torchrun
 
     cmd = [str(REPO_ROOT / a) if a.endswith(".py") else a for a in torchrun(ranks, hashes=tmp_path / "hashes")]
     cmd += TINY + QUIET + ["--total-timesteps", "128", "--cuda"]

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_each
+from helpers import FAST, REPO_ROOT, assert_one_line_error, run_each
 
-FAST = {"OMP_NUM_THREADS": "1"}
 SCRIPTS = {
     "ppo_atari": ["cleanrl/ppo_atari.py", "--torch-threads", "1"],
     "ppo_atari_multigpu": ["cleanrl/ppo_atari_multigpu.py", "--torch-threads", "1"],

@@ -29,14 +29,13 @@ import shlex
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
 import torch
 import tyro
-from helpers import REPO_ROOT, load_script, run_script
+from helpers import FAST, REPO_ROOT, Command, extract_commands, fill_hub_cache, load_script, run_script
 
 DOC_FILES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 TINY = {
@@ -56,46 +55,6 @@ TINY = {
     ],
 }
 PLACEHOLDERS = {"K": "0", "HOST": "127.0.0.1"}
-FAST = {"OMP_NUM_THREADS": "1"}
-
-
-@dataclass
-class Command:
-    where: str  # file:line
-    tokens: list[str]
-
-    def __str__(self) -> str:
-        return f"{self.where}: {shlex.join(self.tokens)}"
-
-
-def extract_commands(path: Path) -> list[Command]:
-    """The commands of the ```bash blocks of a markdown file; `$VAR` of `VAR=value` lines earlier in the same
-    block is substituted."""
-    commands: list[Command] = []
-    lines = path.read_text().splitlines()
-    in_block, pending, start, variables = False, "", 0, {}
-    for number, line in enumerate(lines, 1):
-        if line.startswith("```"):
-            in_block, pending, variables = line.strip() == "```bash", "", {}
-            continue
-        if not in_block:
-            continue
-        if not pending:
-            start = number
-        pending += line.rstrip("\\").rstrip() + " " if line.endswith("\\") else line
-        if line.endswith("\\"):
-            continue
-        tokens, pending = shlex.split(pending, comments=True), ""
-        while tokens:
-            part, tokens = (
-                (tokens[: tokens.index("&&")], tokens[tokens.index("&&") + 1 :]) if "&&" in tokens else (tokens, [])
-            )
-            part = [re.sub(r"\$(\w+)", lambda m, known=variables: known.get(m.group(1), m.group(0)), t) for t in part]
-            if len(part) == 1 and re.fullmatch(r"[A-Z_]+=\S+", part[0]):
-                name, value = part[0].split("=", 1)
-                variables[name] = value
-            commands.append(Command(f"{path.relative_to(REPO_ROOT)}:{start}", part))
-    return commands
 
 
 def starts(*prefix: str) -> Callable[[list[str]], bool]:
@@ -305,8 +264,6 @@ def test_commands_run_as_written(tmp_path):
             assert "nothing was sent" in res.stdout and (model.parent / "huggingface" / "README.md").exists()
 
     # the downloads, offline, from huggingface_hub's cache (tests/test_hub.py fills it the same way)
-    from test_hub import fill_hub_cache
-
     weights = tmp_path / "cleanrl_format.cleanrl_model"
     torch.save(torch.load(model, weights_only=True)["model"], weights)  # what CleanRL's ppo_atari.py saves
     hub = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}

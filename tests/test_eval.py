@@ -177,9 +177,10 @@ finally:  # (--help ends in SystemExit)
 
 
 def entry_points() -> list[str]:
-    """Every module of cleanrl_utils and of the lab (benchmark/lab/) that runs as a program (has a `__main__` block)."""
+    """Every training script (cleanrl/), module of cleanrl_utils and of the lab (benchmark/lab/) that runs as a program
+    (has a `__main__` block)."""
     found = []
-    folders = [REPO_ROOT / "cleanrl_utils", REPO_ROOT / "benchmark" / "lab"]
+    folders = [REPO_ROOT / "cleanrl", REPO_ROOT / "cleanrl_utils", REPO_ROOT / "benchmark" / "lab"]
     for path in sorted(path for folder in folders for path in folder.rglob("*.py")):
         if 'if __name__ == "__main__":' in path.read_text():
             found.append(".".join(path.relative_to(REPO_ROOT).with_suffix("").parts))
@@ -199,16 +200,28 @@ def test_every_entry_point_sets_the_thread_policy_before_torch_loads():
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     modules = entry_points()
-    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput", "cleanrl_utils.benchmark"} <= set(modules)
+    expected = {
+        "cleanrl.ppo_atari",
+        "cleanrl_utils.evals.ppo_eval",
+        "benchmark.lab.throughput",
+        "cleanrl_utils.benchmark",
+    }
+    assert expected <= set(modules)
     runs = [("-m", m, env) for m in modules]
     runs += [("path", str(REPO_ROOT / (m.replace(".", "/") + ".py")), env) for m in modules]
-    runs.append(("-m", "cleanrl_utils.evals.ppo_eval", dict(env, OMP_WAIT_POLICY="ACTIVE")))  # the user's choice
+    for how, what in (("-m", "cleanrl_utils.evals.ppo_eval"), ("path", str(REPO_ROOT / "cleanrl" / "ppo_atari.py"))):
+        runs.append((how, what, dict(env, OMP_WAIT_POLICY="ACTIVE")))  # the user's choice
     with ThreadPoolExecutor(4) as pool:
         seen = list(pool.map(lambda run: policy_when_torch_loads(*run), runs))
     results = {(how, what, run_env.get("OMP_WAIT_POLICY")): s for (how, what, run_env), s in zip(runs, seen)}
     assert results.pop(("-m", "cleanrl_utils.evals.ppo_eval", "ACTIVE")) == "ACTIVE"
+    assert results.pop(("path", str(REPO_ROOT / "cleanrl" / "ppo_atari.py"), "ACTIVE")) == "ACTIVE"
     loads_torch = {what for (how, what, _), s in results.items() if s != "no-torch"}
-    assert {"cleanrl_utils.evals.ppo_eval", "benchmark.lab.throughput"} <= loads_torch  # the check is not vacuous
+    assert {
+        "cleanrl.ppo_atari",
+        "cleanrl_utils.evals.ppo_eval",
+        "benchmark.lab.throughput",
+    } <= loads_torch  # not vacuous
     assert {key: s for key, s in results.items() if s != "no-torch"} == {
         key: "PASSIVE" for key, s in results.items() if s != "no-torch"
     }

@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, run_script, run_each
-from test_learning import BREAKOUT, write_part
+from helpers import BREAKOUT, FAST, REPO_ROOT, assert_one_line_error, fill_up, run_each, run_script, write_part
 
 from benchmark.lab import learning
 from cleanrl_utils import checkpoint
 
-FAST = {"OMP_NUM_THREADS": "1"}
 TINY = [
     "--num-envs",
     "1",
@@ -51,20 +49,8 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
-def fill_up(disk: Path, blocks_left: int = 0) -> None:
-    """Fill the disk to the last block, then free `blocks_left` blocks: room for a few small writes and no more."""
-    block = os.statvfs(disk).f_bsize
-    with open(disk / "filler", "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * block)
-        except OSError:
-            pass
-        f.truncate(f.tell() - blocks_left * block)
-
-
 # Between the runs of a test, one forked child each (see `run_each`): `python -c CODE ARGS...`
-FILL_UP = "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); from test_full_disk import fill_up; "
+FILL_UP = "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); from helpers import fill_up; "
 FILL_UP += "fill_up(Path(sys.argv[2]), int(sys.argv[3]))"  # TESTS DISK BLOCKS_LEFT
 SNAPSHOT = "import shutil, sys; shutil.copytree(*sys.argv[1:])"  # FROM TO: the run's folder as the run left it
 REMOUNT = "import subprocess, sys; subprocess.run(['mount', '-o', 'remount,size=80m', sys.argv[1]], check=True)"

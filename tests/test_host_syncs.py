@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from helpers import REPO_ROOT, assert_one_line_error, load_script, run_each
-from test_multigpu_update import EPOCHS, fresh_agent, make_batch, partitions
+from helpers import FAST, REPO_ROOT, assert_one_line_error, load_script, run_each
+from multigpu_helpers import EPOCHS, fresh_agent, make_batch, partitions
 
 from benchmark.lab.host_syncs import HostSyncCounter, SyncCount, loop_lines
 from benchmark.lab.host_syncs import run_script as count_script
@@ -98,7 +98,7 @@ def counted(tmp_path_factory):
         cwd = tmp_path / str(i)
         cwd.mkdir()
         cases.append((["-m", "benchmark.lab.host_syncs", script, *RUN, *extra, "--runs-dir", str(cwd / "runs")], cwd))
-    return run_each(cases, env={"OMP_NUM_THREADS": "1"}, timeout=600, train=True)
+    return run_each(cases, env=FAST, timeout=600, train=True)
 
 
 @pytest.mark.slow

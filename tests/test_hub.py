@@ -25,7 +25,7 @@ import cv2
 import pytest
 import torch
 import tyro
-from helpers import REPO_ROOT, load_script
+from helpers import REPO_ROOT, fill_hub_cache, load_script
 
 from cleanrl_utils.validation import computed_fields
 
@@ -99,26 +99,6 @@ def fresh_agent_file(folder: Path, cleanrl_format: bool = False) -> Path:
     path = folder / "ppo_atari.cleanrl_model"
     torch.save(agent.state_dict() if cleanrl_format else {"model": agent.state_dict(), "env_id": BREAKOUT}, path)
     return path
-
-
-def fill_hub_cache(hf_home: Path, repo_id: str, files: dict[str, Path]) -> None:
-    """`files` as huggingface_hub stores a download of `repo_id` at main: blobs named by their hash, the commit in
-    refs/main, and snapshots/<commit>/<name> linking to the blob."""
-    from huggingface_hub import scan_cache_dir
-
-    repo = hf_home / "hub" / ("models--" + repo_id.replace("/", "--"))
-    commit = hashlib.sha1(repo_id.encode()).hexdigest()
-    for folder in ("blobs", "refs", f"snapshots/{commit}"):
-        (repo / folder).mkdir(parents=True, exist_ok=True)
-    (repo / "refs" / "main").write_text(commit)
-    for name, source in files.items():
-        data = source.read_bytes()
-        blob = hashlib.sha256(data).hexdigest()
-        (repo / "blobs" / blob).write_bytes(data)
-        (repo / "snapshots" / commit / name).symlink_to(f"../../blobs/{blob}")
-    cached = {r.repo_id: r for r in scan_cache_dir(hf_home / "hub").repos}  # the library reads it back as a download
-    assert {f.file_name for rev in cached[repo_id].revisions for f in rev.files} >= set(files)
-    assert "main" in cached[repo_id].refs
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from helpers import write_part
 
 from benchmark.lab import learning
 from cleanrl_utils import plot
@@ -640,24 +641,6 @@ def test_a_partial_run_gets_no_verdict_anywhere(tmp_path):
     assert "envpool_bf16, seed 1 (partial: 3,000,320 steps): not finished (3,000,320 steps)" in text
     assert "| envpool_bf16, seed 1 | `" in text and "| not finished (3,000,320 steps) |" in text
     assert "PASS" not in text[text.index("### " + BREAKOUT + ", envpool_bf16") : text.index("#### " + BREAKOUT)]
-
-
-def write_part(run_dir, start: float, iterations, purge_step: int | None = None) -> None:
-    """One part of a run as ppo_atari.py logs it, started at `start`: an event file of its own (named by and opening
-    at that time), an iteration every 2 s (SPS) and a game ending every iteration."""
-    from unittest import mock
-
-    from torch.utils.tensorboard import SummaryWriter
-
-    with mock.patch("time.time", return_value=start):
-        writer = SummaryWriter(str(run_dir), purge_step=purge_step)
-    with writer:
-        writer.add_text("hyperparameters", "|param|value|\n|-|-|\n|batch_size|1024|", walltime=start)
-        for k, i in enumerate(iterations, 1):
-            when = start + 2 * k
-            writer.add_scalar("charts/episodic_return", float(i), i * 1024, walltime=when)
-            writer.add_scalar("charts/episodic_length", 400.0, i * 1024, walltime=when)
-            writer.add_scalar("charts/SPS", 512.0, i * 1024, walltime=when)
 
 
 def test_export_writes_a_run_in_progress_with_its_parts_and_then_the_finished_run(tmp_path):

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from helpers import run_script
+from helpers import FAST, run_script
 
 from cleanrl.ppo_atari import Agent
 from cleanrl_utils.vector_envs import make_atari_vector_env
@@ -26,7 +26,7 @@ def test_an_untrained_agent_loses_every_game_and_its_paddle_is_read(tmp_path):
         ["-m", "benchmark.lab.lost_games", str(model), "--games", "2", "--num-envs", "2", "--out", str(out)],
         cwd=tmp_path,
         timeout=300,
-        env={"OMP_NUM_THREADS": "1"},
+        env=FAST,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     replay = json.loads(out.read_text())

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -25,51 +24,28 @@ import psutil
 import pytest
 import torch
 import tyro
+from multigpu_helpers import (
+    ENV,
+    QUIET,
+    SCRIPT,
+    TINY,
+    TINY_BATCH,
+    TINY_OPT_STEPS,
+    TORCHRUN,
+    assert_ranks_identical,
+    free_port,
+    hashed,
+    kill_rank1_after_checkpoint_3,
+    torchrun,
+)
 from helpers import LOSS_TAGS, REPO_ROOT, load_script, read_scalars, run_script, start_script, wait_for
 
 from benchmark.lab import rank_params
 from cleanrl_utils import checkpoint, distributed
 
-SCRIPT = "cleanrl/ppo_atari_multigpu.py"
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the `torchrun` command of this venv
-ENV = {"OMP_NUM_THREADS": "1"}
-QUIET = ["--no-progress-bar", "--torch-threads", "1", "--vector-env", "sync", "--dist-timeout", "120"]
-# 2 ranks x 1 env x 16 steps: batch 32, 2 minibatches x 2 epochs = 4 optimizer steps per iteration
-TINY = ["--local-num-envs", "1", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "2"]
-TINY_BATCH, TINY_OPT_STEPS = 32, 4
 PER_ITERATION_TAGS = ["charts/SPS", "charts/learning_rate", *LOSS_TAGS]  # one value per iteration each
 
 mg = load_script(SCRIPT, "ppo_atari_multigpu_under_test")
-
-
-def torchrun(nproc: int, *launcher: str, hashes: Path | None = None, model: Path | None = None) -> list[str]:
-    """The torchrun command of `nproc` local ranks; with `hashes`, every rank runs the script under
-    benchmark/lab/rank_params.py, which writes the hash of the rank's parameters there at the end of the run (and,
-    with `model`, rank 0 that of the model saved at that path)."""
-    rank_params_args = hashed(hashes, model)
-    return [TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nproc}", *launcher, *rank_params_args, SCRIPT]
-
-
-def hashed(hashes: Path | None, model: Path | None = None) -> list[str]:
-    """What goes before the script in a launch so that each rank writes its parameters' hash to `hashes`."""
-    if hashes is None:
-        return []
-    return ["-m", "benchmark.lab.rank_params", str(hashes), *(["--model", str(model)] if model else [])]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def assert_ranks_identical(hashes: Path, world_size: int) -> str:
-    """Every rank of the run wrote its parameters' hash to `hashes` (see `torchrun`), and the hashes are equal: the
-    ranks ended bit-identical. Returns the hash."""
-    found = rank_params.rank_hashes(hashes)
-    assert sorted(found) == list(range(world_size)), f"hashes written by ranks {sorted(found)}"
-    assert len(set(found.values())) == 1, f"ranks ended with different parameters: {found}"
-    return found[0]
 
 
 def load_checkpoint(run_dir: Path) -> dict:
@@ -162,20 +138,6 @@ def test_two_nodes_on_loopback_and_every_ranks_games_reach_the_logs(tmp_path):
 
 
 # ---------------------------------------------------------------- recovery
-
-
-def kill_rank1_after_checkpoint_3(cmd: list[str], tmp_path: Path, log: Path) -> int:
-    """Start the torchrun command `cmd`, SIGKILL its rank 1 once iteration 3 is checkpointed; torchrun's exit code."""
-    proc = start_script(cmd, tmp_path, log, env=ENV)
-    try:
-        wait_for(log, "checkpoint: iteration 3,", proc, timeout=300)
-        workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
-        assert len(workers) == 1
-        workers[0].send_signal(signal.SIGKILL)
-        return proc.wait(timeout=400)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 @pytest.mark.torchrun

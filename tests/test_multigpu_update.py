@@ -9,46 +9,14 @@ buffer), not one per parameter tensor.
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from helpers import load_script
-
-SCRIPT = "cleanrl/ppo_atari_multigpu.py"
-HALF, MINIBATCHES, EPOCHS, ACTIONS = 8, 2, 2, 4
-
-
-def make_batch(seed: int, agent) -> dict[str, torch.Tensor]:
-    """A synthetic rollout of HALF samples whose old log-probs are near the agent's, so ratios get clipped too."""
-    g = torch.Generator().manual_seed(seed)
-    obs = torch.randint(0, 256, (HALF, 4, 84, 84), dtype=torch.uint8, generator=g)
-    actions = torch.randint(0, ACTIONS, (HALF,), generator=g)
-    with torch.no_grad():
-        _, logprobs, _, values = agent.get_action_and_value(obs, actions)
-    return {
-        "obs": obs,
-        "logprobs": logprobs + 0.3 * torch.randn(HALF, generator=g),
-        "actions": actions,
-        "advantages": 2.0 * torch.randn(HALF, generator=g) + 0.5,
-        "returns": torch.randn(HALF, generator=g),
-        "values": values.flatten(),
-    }
-
-
-def partitions(seed: int) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [np.split(rng.permutation(HALF), MINIBATCHES) for _ in range(EPOCHS)]
-
-
-def fresh_agent(mg):
-    torch.manual_seed(0)
-    agent = mg.Agent(SimpleNamespace(single_action_space=gym.spaces.Discrete(ACTIONS)))
-    return agent, torch.optim.Adam(agent.parameters(), lr=1e-3, eps=1e-5)
+from multigpu_helpers import EPOCHS, HALF, MINIBATCHES, SCRIPT, fresh_agent, make_batch, partitions
 
 
 def run_update(mg, agent, optimizer, batch, epochs, world_size):

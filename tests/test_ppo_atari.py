@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    FAST,
+    TINY_ATARI,
     REPO_ROOT,
     CHART_TAGS,
     LOSS_TAGS,
@@ -26,13 +28,12 @@ from helpers import (
     FIRST_ON_PATH,
 )
 from helpers import start_script, stop_after, wait_for
-from test_fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, TAGS as FIXED_TAGS
+from fixed_seed import FIXTURE, RUN as FIXED_RUN, SEED as FIXED_SEED, TAGS as FIXED_TAGS
 
 import cleanrl_utils.vector_envs
 from benchmark.lab.host_syncs import exec_script
 
 SCRIPT = "cleanrl/ppo_atari.py"
-FAST = {"OMP_NUM_THREADS": "1"}
 TAGS = CHART_TAGS + LOSS_TAGS
 
 
@@ -449,18 +450,6 @@ def test_track_without_wandb_is_a_one_line_error(short_runs):
 # ---------------------------------------------------------------- throughput settings
 
 
-@pytest.mark.parametrize("script", [SCRIPT, "cleanrl/ppo_atari_multigpu.py"])
-def test_idle_openmp_threads_sleep_unless_the_user_says_otherwise(script, monkeypatch):
-    """OMP_WAIT_POLICY must be PASSIVE before torch loads OpenMP (spinning workers starve the env threads): the
-    script's first lines, run here (its __main__ block does not run), set it unless the user chose a policy."""
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    load_script(script, "omp_default_under_test")
-    assert os.environ.get("OMP_WAIT_POLICY") == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    load_script(script, "omp_chosen_under_test")
-    assert os.environ.get("OMP_WAIT_POLICY") == "ACTIVE"
-
-
 def test_network_gives_the_same_outputs_for_either_frame_layout():
     """The network runs channels_last; it must not care how its uint8 input is laid out."""
     torch.manual_seed(0)
@@ -540,11 +529,7 @@ def test_resume_problems_are_one_line_errors(tmp_path):
     assert_one_line_error(overwrite, "already has a checkpoint: pass --resume")  # never overwritten
 
 
-UNREADABLE_RUN = [
-    SCRIPT,
-    *"--num-envs 2 --num-steps 32 --num-minibatches 2 --update-epochs 1 --torch-threads 1".split(),
-]
-UNREADABLE_RUN += ["--no-progress-bar", "--total-timesteps", "64"]
+UNREADABLE_RUN = [SCRIPT, *TINY_ATARI, "--total-timesteps", "64"]
 
 
 @pytest.mark.slow

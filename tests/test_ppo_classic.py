@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import (
+    FAST,
     CHART_TAGS,
     FIRST_ON_PATH,
     LOSS_TAGS,
@@ -25,7 +26,6 @@ from helpers import (
 )
 
 SCRIPT = "cleanrl/ppo.py"
-FAST = {"OMP_NUM_THREADS": "1"}  # a 64-unit MLP gains nothing from more threads; on 2 busy cores it loses a lot
 
 ppo = load_script(SCRIPT, "ppo_under_test")
 

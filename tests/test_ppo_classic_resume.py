@@ -11,14 +11,13 @@ import subprocess
 
 import pytest
 import torch
-from helpers import LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_each, run_script
+from helpers import FAST, LOSS_TAGS, REPO_ROOT, assert_one_line_error, read_scalars, run_each, run_script
 from helpers import stop_after
 
 from cleanrl_utils.launch.runs import sweep_run_of
 from cleanrl_utils.script_shape import read_script
 
 SCRIPT = "cleanrl/ppo.py"
-FAST = {"OMP_NUM_THREADS": "1"}
 # 2 envs x 64 steps a batch; 120 iterations (about 5 s here), so that a SIGTERM sent after the first checkpoint
 # lands long before the end
 BATCH, ITERATIONS, OPT_STEPS = 128, 120, 4 * 4  # 4 epochs x 4 minibatches per iteration

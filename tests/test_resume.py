@@ -12,13 +12,12 @@ import subprocess
 
 import pytest
 import torch
-from helpers import REPO_ROOT, assert_one_line_error, load_script, read_scalars, start_script, wait_for, run_each
+from helpers import FAST, REPO_ROOT, assert_one_line_error, load_script, read_scalars, start_script, wait_for, run_each
 
 
 from cleanrl_utils import checkpoint, distributed, elastic, resume
 
 SCRIPTS = ["cleanrl/ppo_atari.py", "cleanrl/ppo_atari_multigpu.py"]
-FAST = {"OMP_NUM_THREADS": "1"}
 # a run with non-default flags (env, rate, sizes): a resume must not need any of them again; 32 steps an iteration
 BATCH = 32
 CUSTOM = [

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import LOSS_TAGS, read_scalars, run_script, start_script, wait_for
+from helpers import FAST, LOSS_TAGS, read_scalars, run_script, start_script, wait_for
 
 TAGS = [*LOSS_TAGS, "charts/learning_rate", "charts/episodic_return", "charts/episodic_length"]
-ENV = {"OMP_NUM_THREADS": "1"}
 NUM_STEPS = 32
 TINY = ["--env-id", "BreakoutNoFrameskip-v4", "--num-steps", str(NUM_STEPS), "--num-minibatches", "2"]
 TINY += ["--update-epochs", "1", "--torch-threads", "1", "--no-progress-bar", "--seed", "2"]
@@ -43,7 +42,7 @@ def stop_and_resume(command: list[str], args: list[str], cwd: Path, after: str, 
     """Start `command + args` (a run named `cut`), send it `signum` once it printed `after`, then resume it to the end;
     returns the resumed run's output and the stopped run's output."""
     log = cwd / "stopped.log"
-    proc = start_script([*command, *args, "--run-name", "cut"], cwd, log, env=ENV)
+    proc = start_script([*command, *args, "--run-name", "cut"], cwd, log, env=FAST)
     try:
         wait_for(log, after, proc, timeout=300)
         if signum == signal.SIGKILL:
@@ -53,7 +52,7 @@ def stop_and_resume(command: list[str], args: list[str], cwd: Path, after: str, 
     finally:
         if proc.poll() is None:
             proc.kill()
-    resumed = run_script([*command, *args, "--run-name", "cut", "--resume"], cwd, timeout=400, env=ENV)
+    resumed = run_script([*command, *args, "--run-name", "cut", "--resume"], cwd, timeout=400, env=FAST)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     return resumed.stdout + resumed.stderr, log.read_text()
 
@@ -62,7 +61,7 @@ def assert_same_run(command: list[str], args: list[str], tmp_path: Path, after: 
     """The run stopped after `after` and resumed logs what it logs uninterrupted, bit for bit, games across the stop
     included; returns the resumed run's output."""
     runs = ["--runs-dir", str(tmp_path / "runs")]
-    whole = run_script([*command, *args, *runs, "--run-name", "whole"], tmp_path, timeout=400, env=ENV)
+    whole = run_script([*command, *args, *runs, "--run-name", "whole"], tmp_path, timeout=400, env=FAST)
     assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
     output, stopped = stop_and_resume(command, [*args, *runs], tmp_path, after, signum or signal.SIGTERM)
     resumed = re.search(r"resuming from iteration \d+ \(global step (\d+)\)(.*)", output)
@@ -110,7 +109,7 @@ def test_a_checkpoint_without_games_resumes_with_new_ones_and_says_so(tmp_path):
     are new, and runs; so does a resume on a C++ pool, naming the backends that keep games."""
     runs = tmp_path / "runs"
     args = ["cleanrl/ppo_atari.py", *TINY, "--num-envs", "2", "--vector-env", "sync", "--runs-dir", str(runs)]
-    first = run_script([*args, "--total-timesteps", str(2 * NUM_STEPS), "--run-name", "old"], tmp_path, 300, ENV)
+    first = run_script([*args, "--total-timesteps", str(2 * NUM_STEPS), "--run-name", "old"], tmp_path, 300, FAST)
     assert first.returncode == 0, first.stderr[-3000:]
     path = runs / "old" / "checkpoint.pt"
     ckpt = torch.load(path, weights_only=True)
@@ -119,12 +118,12 @@ def test_a_checkpoint_without_games_resumes_with_new_ones_and_says_so(tmp_path):
         del rank["games"]
     torch.save(ckpt, path)
     longer = ["--resume", "--run-name", "old", "--total-timesteps"]
-    old = run_script([*args, *longer, str(4 * NUM_STEPS)], tmp_path, 300, ENV)
+    old = run_script([*args, *longer, str(4 * NUM_STEPS)], tmp_path, 300, FAST)
     assert old.returncode == 0, old.stderr[-3000:]
     new = "new games (the checkpoint has none for these envs; --vector-env sync and async keep them)"
     assert old.stdout.count("new games") == 1 and f"resuming from iteration 1 (global step 64); {new}" in old.stdout
     # the checkpoint now has games; the ale backend cannot take them
-    ale = run_script([*args, *longer, str(6 * NUM_STEPS), "--vector-env", "ale"], tmp_path, 300, ENV)
+    ale = run_script([*args, *longer, str(6 * NUM_STEPS), "--vector-env", "ale"], tmp_path, 300, FAST)
     assert ale.returncode == 0, ale.stderr[-3000:]
     assert f"resuming from iteration 2 (global step 128); {new}" in ale.stdout
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import REPO_ROOT, read_scalars, start_script, wait_for
+from helpers import FAST, REPO_ROOT, read_scalars, start_script, wait_for
 
 from cleanrl_utils import plot
 
@@ -30,7 +30,6 @@ ATARI = [
 ]
 CLASSIC = ["--num-envs", "2", "--num-steps", "32", "--num-minibatches", "2", "--update-epochs", "1"]
 SCRIPTS = {"ppo_atari": ("cleanrl/ppo_atari.py", ATARI), "ppo": ("cleanrl/ppo.py", CLASSIC)}
-FAST = {"OMP_NUM_THREADS": "1"}
 
 
 def start(tmp_path, script, flags, log, env=None):

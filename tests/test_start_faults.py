@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, assert_one_line_error, start_script, run_each
+from helpers import REPO_ROOT, TINY_ATARI, assert_one_line_error, start_script, run_each
 
-TINY = ["--num-envs", "2", "--num-steps", "32", "--total-timesteps", "64", "--no-progress-bar", "--torch-threads", "1"]
+TINY = [*TINY_ATARI, "--total-timesteps", "64"]
 
 
 @pytest.mark.slow

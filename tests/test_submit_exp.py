@@ -24,7 +24,7 @@ import pytest
 import tyro
 
 from cleanrl_utils import submit_exp
-from helpers import REPO_ROOT, read_scalars, start_script, wait_for
+from helpers import REPO_ROOT, read_scalars, run_submit, start_script, wait_for
 
 SUBMIT = "cleanrl_utils/submit_exp.py"
 USER_COMMAND = "python cleanrl/ppo_atari_multigpu.py --env-id BeamRiderNoFrameskip-v4"
@@ -51,14 +51,6 @@ def aws_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         **extra,
     )
     return env
-
-
-def run_submit(args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120):
-    """Run submit_exp.py as users do (a file path, not -m) with exactly the environment `env` (default: ours)."""
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = str(REPO_ROOT)  # the training scripts import cleanrl_utils
-    cmd = [sys.executable, str(REPO_ROOT / SUBMIT), *args]
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def submit_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO_ROOT, processes_working_in
+from helpers import REPO_ROOT, extract_commands, processes_working_in
 
 optuna = pytest.importorskip("optuna")
 
@@ -128,9 +128,6 @@ def test_bad_input_on_the_command_line_is_one_line(tmp_path):
 
 def readme_command() -> list[str]:
     """The tuning command of README.md, as written."""
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from test_docs_commands import extract_commands
-
     found = [
         c.tokens
         for c in extract_commands(REPO_ROOT / "README.md")
