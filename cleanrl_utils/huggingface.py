@@ -31,12 +31,14 @@ from pprint import pformat
 from typing import NoReturn, Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
+import torch
 import tyro
 
-from cleanrl_utils.hub import LOGIN, check_hub_installed, check_repo_id, reason, unreachable
+from cleanrl_utils.model_file import agent_script, load_checkpoint
+from cleanrl_utils.hub import LOGIN, check_repo_id, reason, unreachable
 from cleanrl_utils.resume import CHECKPOINT_FILE, RUN_IDENTITY, first_sentence, flag_text
 from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import check_extra, fail
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
@@ -80,31 +82,27 @@ def sha256(path: str) -> str:
 def read_run(run_dir: str) -> tuple[str, dict, dict]:
     """The run's model file, what it holds, and the run's settings (from its checkpoint; the computed ones, not
     flags, are listed under `"computed"`)."""
-    import torch
-
-    from cleanrl_utils.evals.ppo_eval import load_checkpoint
-
     if not os.path.isdir(run_dir):
         fail(f"no run folder {run_dir!r}; pass --run-dir runs/RUN_NAME")
-    models = sorted(glob.glob(os.path.join(glob.escape(run_dir), "*.cleanrl_model"))) or model_of_checkpoint(run_dir)
+    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
+    checkpoint = load_checkpoint(checkpoint_path) if os.path.exists(checkpoint_path) else {}
+    models = sorted(glob.glob(os.path.join(glob.escape(run_dir), "*.cleanrl_model")))
+    models = models or model_of_checkpoint(run_dir, checkpoint)
     if len(models) != 1:
         found = f"it holds {', '.join(os.path.basename(m) for m in models)}" if models else "it holds none"
         fail(
             f"--run-dir {run_dir} must hold one .cleanrl_model ({found}): train with --save-model or "
             "--upload-model, or keep only the model to push"
         )
-    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
-    if not os.path.exists(checkpoint_path):
+    if not checkpoint:
         fail(
             f"{run_dir} has no {CHECKPOINT_FILE}: the model card's hyperparameters are the run's settings stored there"
         )
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
     settings = checkpoint.get("settings") or {}
     model = load_checkpoint(models[0])
     if not model.get("env_id") or not settings:
         fail(f"{models[0]} is not a model saved by this project's scripts (no env id or settings); push a run's model")
     if "computed" not in checkpoint:  # a checkpoint of an older version: its script's `Args` say which
-        from cleanrl_utils.evals.ppo_eval import agent_script
         from cleanrl_utils.script_shape import load_module
         from cleanrl_utils.validation import computed_fields
 
@@ -134,28 +132,18 @@ def check_not_running(run_dir: str) -> None:
         )
 
 
-def model_of_checkpoint(run_dir: str) -> list[str]:
-    """A run without --save-model: its model file made from its checkpoint.pt (the same weights), in a temporary folder
+def model_of_checkpoint(run_dir: str, checkpoint: dict) -> list[str]:
+    """A run without --save-model: its model file made from its checkpoint (the same weights), in a temporary folder
     (the run folder stays as it was); [] if it has no checkpoint."""
     import atexit
 
-    import torch
-
-    from cleanrl_utils.evals.ppo_eval import load_checkpoint
-
-    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
-    if not os.path.exists(checkpoint_path):
-        return []
-    ckpt = load_checkpoint(checkpoint_path)
-    settings = ckpt.get("settings") or {}
-    if not ckpt.get("exp_name"):
+    if not checkpoint.get("exp_name"):
         return []
     folder = tempfile.mkdtemp(prefix="cleanrl-push-")
     atexit.register(shutil.rmtree, folder, True)
-    path = os.path.join(folder, f"{ckpt['exp_name']}.cleanrl_model")
-    model = {"model": ckpt["model"], "env_id": ckpt.get("env_id"), "exp_name": ckpt["exp_name"]}
-    model["script_path"] = ckpt.get("script_path")  # the script that trained it: its network
-    torch.save({**model, "bf16": bool(settings.get("bf16"))}, path)
+    path = os.path.join(folder, f"{checkpoint['exp_name']}.cleanrl_model")
+    model = {key: checkpoint.get(key) for key in ("model", "env_id", "exp_name", "script_path")}
+    torch.save({**model, "bf16": bool((checkpoint.get("settings") or {}).get("bf16"))}, path)
     print(f"note: {run_dir} has no .cleanrl_model (no --save-model): pushing the model of its {CHECKPOINT_FILE}")
     return [path]
 
@@ -178,9 +166,8 @@ def entity_of_login() -> str:
 def model_card(
     repo_id: str, model: dict, settings: dict, returns: list[float], script: str, seed: int, recorded: bool
 ) -> tuple[str, dict]:
-    """CleanRL's model card: the text and its metadata (tags, library name, the evaluation result as model-index)."""
+    """CleanRL's model card: the text and its metadata."""
     import numpy as np
-    from huggingface_hub.repocard import metadata_eval_result
 
     env_id, exp_name = model["env_id"], model["exp_name"]
     result = f"{np.mean(returns):.2f} +/- {np.std(returns):.2f}"
@@ -220,7 +207,14 @@ python -m cleanrl_utils.evals.ppo_eval --hf-repository {repo_id} --exp-name {exp
 {pformat(settings)}
 ```
 """
-    metadata = {
+    return text, card_metadata(env_id, result)
+
+
+def card_metadata(env_id: str, result: str) -> dict:
+    """The model card's metadata: tags, library name, the evaluation result as model-index."""
+    from huggingface_hub.repocard import metadata_eval_result
+
+    return {
         "tags": [env_id, "deep-reinforcement-learning", "reinforcement-learning", "custom-implementation"],
         "library_name": "cleanrl",
         **metadata_eval_result(
@@ -234,12 +228,10 @@ python -m cleanrl_utils.evals.ppo_eval --hf-repository {repo_id} --exp-name {exp
             dataset_id=env_id,
         ),
     }
-    return text, metadata
 
 
 def write_folder(args: Push, repo_id: str, model_path: str, model: dict, settings: dict) -> str:
     """Evaluate the model (recording each game) and write the repository's folder; returns its path."""
-    import torch
     from huggingface_hub.repocard import metadata_save
 
     from cleanrl_utils.evals.ppo_eval import evaluate, summary
@@ -310,7 +302,7 @@ def push_failed(what: str, folder: str, again: str) -> NoReturn:
 
 
 def push(args: Push) -> None:
-    check_hub_installed("push")
+    check_extra("huggingface_hub", "push", "hub")
     check_positive(eval_episodes=args.eval_episodes, max_steps=args.max_steps)
     if args.repo_id is not None:
         check_repo_id(args.repo_id)
@@ -339,18 +331,8 @@ def push(args: Push) -> None:
             flush=True,
         )
         return
-    again = shlex.join(
-        [
-            os.path.basename(sys.executable),
-            "-m",
-            "cleanrl_utils.huggingface",
-            "push",
-            "--run-dir",
-            args.run_dir,
-            "--repo-id",
-            repo_id,
-        ]
-    )
+    words = [os.path.basename(sys.executable), "-m", "cleanrl_utils.huggingface", "push"]
+    again = shlex.join([*words, "--run-dir", args.run_dir, "--repo-id", repo_id])
     print(f"pushing {folder} to {repo_id}:{sizes}", flush=True)
     try:
         api = HfApi()
