@@ -6,19 +6,13 @@ hub can be reached and why not, and a model file from a repository (`download_mo
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Optional
 
 from cleanrl_utils.resume import first_sentence
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import check_extra, fail
 
 LOGIN = "log in with `hf auth login` (`huggingface-cli login` in older huggingface_hub) or set HF_TOKEN"
-
-
-def check_hub_installed(flag: str) -> None:
-    if importlib.util.find_spec("huggingface_hub") is None:
-        fail(f"{flag} needs huggingface_hub: pip install -e '.[hub]'")
 
 
 def check_repo_id(repo_id: str, flag: str = "--repo-id") -> None:
@@ -62,7 +56,7 @@ def download_model(
 ) -> str:
     """The local path of `filename` of the model repository `repo_id` (in huggingface_hub's cache; downloaded if not);
     `instead`: what the caller can do without the hub."""
-    check_hub_installed(flag)
+    check_extra("huggingface_hub", flag, "hub")
     check_repo_id(repo_id, flag)
     cut_off = hub_cut_off()
     from huggingface_hub import hf_hub_download

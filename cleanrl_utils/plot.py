@@ -26,7 +26,7 @@ import tyro
 
 from cleanrl_utils.launch.runs import make_dir
 from cleanrl_utils.progress import format_duration
-from cleanrl_utils.validation import check_name, fail
+from cleanrl_utils.validation import check_extra, check_name, fail
 
 
 @dataclass
@@ -307,10 +307,9 @@ def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> s
 
 
 def import_pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        fail("plotting needs matplotlib, which is not installed: pip install -e '.[plot]'")
+    check_extra("matplotlib", "plotting", "plot")
+    import matplotlib
+
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 
