@@ -35,6 +35,7 @@ class EventFollower:
     last_wall: float = 0.0  # the wall-clock time of the newest point of any tag
     file_starts: list[float] = field(default_factory=list)  # each event file's first event: an attempt's start
     tags: set[str] = field(default_factory=set)  # every scalar tag seen
+    texts: dict[str, str] = field(default_factory=dict)  # the text summaries, e.g. the logged hyperparameters
     _loaders: dict[str, LegacyEventFileLoader] = field(default_factory=dict)
 
     def poll(self) -> None:
@@ -53,6 +54,8 @@ class EventFollower:
                     self.tags.add(value.tag)
                     self.last_step = max(self.last_step, event.step)
                     self.last_wall = max(self.last_wall, event.wall_time)
+                    if value.metadata.plugin_data.plugin_name == "text":
+                        self.texts[value.tag] = value.tensor.string_val[0].decode(errors="replace")
                     if value.tag != self.tag:
                         continue
                     number = (
