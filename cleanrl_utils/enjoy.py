@@ -1,12 +1,9 @@
-"""Play a model from the Hugging Face Hub, with CleanRL's command:
+"""Play a model from the Hugging Face Hub, with CleanRL's command (docs/sharing.md):
 
     python -m cleanrl_utils.enjoy --exp-name ppo_atari --env-id BreakoutNoFrameskip-v4
 
-downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository) through
-huggingface_hub (its cache, its token) and evaluates it: a model of this project's scripts or of CleanRL's
-(`agent.state_dict()` alone: the game is --env-id). The network is the `Agent` of `cleanrl/{exp_name}.py`, as in
-CleanRL, or of the script that trained the model, or of --script. --hf-repository may also be a repository's folder
-on this machine (`push` writes one in the run: `runs/RUN/huggingface`). Needs '.[hub]'.
+downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository, which may
+also be a repository's folder here, e.g. `runs/RUN/huggingface`) and evaluates it. Needs '.[hub]'.
 """
 
 import os

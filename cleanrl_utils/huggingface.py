@@ -1,19 +1,11 @@
-"""Share a trained agent on the Hugging Face Hub, and get one from it (CleanRL's module of the same name).
+"""Share a trained agent on the Hugging Face Hub (CleanRL's module of the same name; docs/sharing.md).
 
     python -m cleanrl_utils.huggingface push --run-dir runs/RUN --repo-id ENTITY/NAME [--dry-run]
 
-`push` evaluates the run's `.cleanrl_model` (full games, recording each), writes the repository's folder,
-`{run_dir}/huggingface/`, and sends it in one commit (`huggingface_hub`: `create_repo`, `upload_folder`). The folder:
-the model file, the model card `README.md` (CleanRL's layout: metadata with the evaluation result, how to install this
-project and evaluate the model, the command that trained it, the hyperparameters), `replay.mp4` (the last game
-played), the run's TensorBoard events and the training script as it ran. `--dry-run` writes the folder and prints what
-would be sent. A push that fails keeps the run and the folder, and its error line says how to push it again; the same
-command then sends the folder already written for that model without evaluating again.
-The training scripts push at the end of a run with `--upload-model --hf-entity ENTITY` (the repository
-`{hf_entity}/{env_id}-{exp_name}-seed{seed}`, as CleanRL names it).
-
-Getting a model from the hub (ppo_eval's `--hf-repository`, `python -m cleanrl_utils.enjoy`) is `cleanrl_utils/hub.py`.
-Needs '.[hub]'.
+`push` evaluates the run's model (recording each game), writes the repository's folder `{run_dir}/huggingface/` (the
+model, CleanRL's model card, `replay.mp4`, the TensorBoard events, the training script) and sends it in one commit. A
+push that fails keeps the folder; the same command sends it again without evaluating again. Getting a model from the
+hub is `hub.py`. Needs '.[hub]'.
 """
 
 from __future__ import annotations

@@ -12,17 +12,12 @@
     # the same job on a Slurm cluster: write the sbatch script, submit it and wait for its exit code
     ... --provider slurm --num-nodes 2 --vcpus 8 --memory 16000 --gpus 1 --submit --wait
 
-Every run is `{command} --seed {seed}`, and for a script that continues runs (cleanrl/ppo*.py) also
-`--run-name {env_id}__{exp_name}__{seed} --resume auto`: every attempt of a run (an AWS Batch retry, a Slurm requeue,
-a local retry, the same submission again) finds its run folder and continues from its last checkpoint, or skips it
-when it is complete. Where the run folders go and what happens at a preemption, a retry or a time limit:
-docs/cluster.md. With `--num-nodes` > 1 the command must be a torch.distributed script
-(e.g. cleanrl/ppo_atari_multigpu.py): each node runs one torchrun launcher (`python` in the command becomes the
-launcher) with a c10d rendezvous on the main node, and as many processes as the node has GPUs (1 without GPUs).
-Node resources (vCPUs, memory, GPUs) come from `--instance-type` and can be overridden with `--vcpus/--memory/--gpus`.
-
-A W&B key is never written into a command line, a script or the output: name the environment variable holding
-it with `--wandb-key-env` (its value goes into the job's environment) or, on AWS, pass `--wandb-secret-arn`.
+Every run is `{command} --seed {seed}`, and for a script that continues runs also `--run-name
+{env_id}__{exp_name}__{seed} --resume auto`, so every attempt of a run continues from its last checkpoint
+(docs/cluster.md). With `--num-nodes` > 1 the command must be a torch.distributed script: each node runs one torchrun
+launcher, one process per GPU. A W&B key is never written into a command line, a script or the output: pass the name
+of the environment variable holding it (`--wandb-key-env`) or, on AWS, `--wandb-secret-arn`.
+The providers are in cleanrl_utils/launch/: `aws_batch.py`, `local_nodes.py`, `slurm_job.py`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Evaluate a trained model: the return of N full episodes, and with `--capture-video` a video of each.
+"""Evaluate a trained model: the return of N full episodes, and with `--capture-video` a video of each (docs/sharing.md).
 
     python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
     python -m cleanrl_utils.evals.ppo_eval --hf-repository cleanrl/BreakoutNoFrameskip-v4-ppo_atari-seed1
 
-The model is the `.cleanrl_model` that `--save-model` writes, a run's `checkpoint.pt` (written by every training
-script without `--save-model` too), or the file of CleanRL's own `ppo_atari.py` (its `agent.state_dict()` alone: the
-same network; give its game with `--env-id`), from a path or downloaded from the Hugging Face Hub
-(`--hf-repository`, into huggingface_hub's cache). The network is the `Agent` of the script that trained the model (a
-run records its script: a copy with its own network evaluates that network), or of `--script PATH`, or of
-`cleanrl/{exp_name}.py` with `--exp-name` (CleanRL's `cleanrl.{exp_name}`); a file of CleanRL's own gets
-`cleanrl/ppo_atari.py`'s for an Atari game, `cleanrl/ppo.py`'s otherwise. An Atari game is played through the
-training wrappers. An Atari episode's return is the sum of the raw (unclipped) game score over all lives,
-as logged during training.
-
-A video (`--capture-video`, needs '.[video]') shows one whole game, all lives, as the emulator draws it: its RGB screen
-(not the 84x84 frames the network reads), one video frame per emulator frame (60 per second of play, 4 per agent
-step with the frame skip of 4), so a game of L frames (its `length`) is a video of L frames.
-
-A copied and modified script evaluates its own network (and, if it changed them, its own wrappers) from Python,
-as in CleanRL::
+The model is a `.cleanrl_model`, a run's `checkpoint.pt` or CleanRL's own model file (`model_file.py`); the network is
+the `Agent` of the script that trained it. An Atari game is played through the training wrappers, and its return is
+the raw game score over all lives. A copied and modified script evaluates its own network from Python, as in CleanRL:
 
     from cleanrl_utils.evals.ppo_eval import evaluate
     returns = evaluate(model_path, args.env_id, eval_episodes=10, Model=Agent, device=device)
@@ -226,13 +213,10 @@ def evaluate(
 ) -> list[float]:
     """Play `eval_episodes` full games with the saved model; returns their raw scores.
 
-    `Model(envs)` builds the network the weights load into (default: the `Agent` of `agent_script`, from `script`,
-    `exp_name` or what the model records); like CleanRL's agents it reads `envs.single_action_space` /
-    `single_observation_space` and has `get_action_and_value(obs)` returning the action first. `greedy=True`
-    takes the argmax of the logits instead, `actor(hidden(obs))` (Atari `Agent`) or `actor(obs)` (classic
-    `Agent`). `make_env(env_id)` builds the single env (default: the training scripts' Atari wrappers, or
-    `gym.make` with episode statistics); its `info["episode"]` marks a finished episode. With `video_dir`, each
-    game is recorded to `video_dir/game{k}_return{return}.mp4` (module docstring).
+    `Model(envs)` builds the network (default: the `Agent` of the script `agent_script` finds); like CleanRL's agents
+    it has `get_action_and_value(obs)`, and with `greedy` `actor(hidden(obs))` (Atari) or `actor(obs)` (classic).
+    `make_env(env_id)` builds the single env (default: the training scripts' wrappers). With `video_dir`, each game is
+    recorded to `video_dir/game{k}_return{return}.mp4`.
     """
     checkpoint = load_checkpoint(model_path)
     env_id = env_id or checkpoint.get("env_id")

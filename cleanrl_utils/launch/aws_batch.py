@@ -10,6 +10,7 @@ from typing import Optional
 from cleanrl_utils.launch.job import NO_RETRY_EXIT_CODES, WANDB_ENV, Args, Job, check_retries, job_node_command
 from cleanrl_utils.launch.job import masked, seeds, wandb_key
 from cleanrl_utils.launch.nodes import aws_node_vars
+from cleanrl_utils.launch.runs import flag_value
 from cleanrl_utils.validation import fail
 
 EFS_VOLUME = "runs"
@@ -91,12 +92,9 @@ def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, di
 def envs_per_node(job: Job) -> int:
     """The game envs one node steps: its ranks' `--local-num-envs` (or their share of `--num-envs`; the scripts'
     default 8 per process otherwise)."""
-
-    def value(flag):
-        return next((int(float(job.argv[i + 1])) for i, t in enumerate(job.argv[:-1]) if t == flag), None)
-
+    local, total = (flag_value(job.argv, flag) for flag in ("--local-num-envs", "--num-envs"))
+    local, total = (None if v is None else int(float(v)) for v in (local, total))
     ranks = job.node.nproc if job.torchrun else 1
-    local, total = value("--local-num-envs"), value("--num-envs")
     if local is None and total is not None:
         return total // max(1, job.num_nodes) if job.torchrun else total
     return (local or 8) * ranks

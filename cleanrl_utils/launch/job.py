@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from cleanrl_utils.launch.nodes import NodeVars, is_python, node_command
-from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_positive, check_script_flags, sweep_run_of
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_positive, check_script_flags, flag_value
+from cleanrl_utils.launch.runs import sweep_run_of
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.validation import fail
 
@@ -137,7 +138,6 @@ class Job:
 
     argv: list[str]  # the script and its arguments, without `python` and `--seed`
     name: str  # job name stem: script and env id
-    resumable: bool  # the script continues runs: each run gets a fixed --run-name and --resume auto
     num_nodes: int
     torchrun: bool
     node: Node
@@ -196,23 +196,14 @@ def parse_job(args: Args) -> Job:
             f"--num-nodes {args.num_nodes} needs a torch.distributed script started by torchrun (e.g. "
             "cleanrl/ppo_atari_multigpu.py); pass --launcher torchrun if yours is one"
         )
-    env_id = next((tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "--env-id"), None)
-    env_id = env_id or next((t.split("=", 1)[1] for t in tokens if t.startswith("--env-id=")), None)
+    env_id = flag_value(tokens, "--env-id")
     stem = Path(script).stem.replace(".", "-")
     name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{stem}-{env_id}" if env_id else stem)
-    resumable = shape is not None and shape.resumes
-    if args.provider == "aws" and resumable and args.efs_file_system_id:
-        if any(t == "--runs-dir" or t.startswith("--runs-dir=") for t in tokens):
+    if args.provider == "aws" and shape is not None and shape.resumes and args.efs_file_system_id:
+        if flag_value(tokens, "--runs-dir") is not None:
             fail("--command must not set --runs-dir with --efs-file-system-id: the runs go to --efs-runs-dir")
         argv = [*argv, "--runs-dir", args.efs_runs_dir]
-    return Job(
-        argv=argv,
-        name=name[:100],
-        resumable=resumable,
-        num_nodes=args.num_nodes,
-        torchrun=torchrun,
-        node=node_resources(args),
-    )
+    return Job(argv=argv, name=name[:100], num_nodes=args.num_nodes, torchrun=torchrun, node=node_resources(args))
 
 
 def wandb_key(args: Args) -> Optional[str]:
