@@ -10,8 +10,9 @@ hub is `hub.py`. Needs '.[hub]'.
 
 from __future__ import annotations
 
+import atexit
+import filecmp
 import glob
-import hashlib
 import importlib.util
 import os
 import shlex
@@ -23,14 +24,17 @@ from pprint import pformat
 from typing import NoReturn, Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
+import numpy as np
 import torch
 import tyro
 
-from cleanrl_utils.model_file import agent_script, load_checkpoint
+from cleanrl_utils.evals.ppo_eval import evaluate, summary
 from cleanrl_utils.hub import LOGIN, check_repo_id, reason, unreachable
+from cleanrl_utils.launch.runs import check_positive, holder, holder_pid
+from cleanrl_utils.model_file import agent_script, load_checkpoint
 from cleanrl_utils.resume import CHECKPOINT_FILE, RUN_IDENTITY, first_sentence, flag_text
-from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import check_extra, fail
+from cleanrl_utils.script_shape import load_module
+from cleanrl_utils.validation import check_env_id, check_extra, computed_fields, fail, is_atari
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
@@ -62,15 +66,6 @@ class Push:
     """write the folder and print what would be sent; send nothing (needs no network)"""
 
 
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return (
-            hashlib.file_digest(f, "sha256").hexdigest()
-            if hasattr(hashlib, "file_digest")
-            else hashlib.sha256(f.read()).hexdigest()
-        )
-
-
 def read_run(run_dir: str) -> tuple[str, dict, dict]:
     """The run's model file, what it holds, and the run's settings (from its checkpoint; the computed ones, not
     flags, are listed under `"computed"`)."""
@@ -95,9 +90,6 @@ def read_run(run_dir: str) -> tuple[str, dict, dict]:
     if not model.get("env_id") or not settings:
         fail(f"{models[0]} is not a model saved by this project's scripts (no env id or settings); push a run's model")
     if "computed" not in checkpoint:  # a checkpoint of an older version: its script's `Args` say which
-        from cleanrl_utils.script_shape import load_module
-        from cleanrl_utils.validation import computed_fields
-
         script = agent_script(model, models[0], model["env_id"], None, None)
         checkpoint["computed"] = computed_fields(load_module(script).Args)
     return models[0], {**model, "computed": sorted(checkpoint["computed"])}, settings
@@ -114,8 +106,6 @@ def training_command(script: str, settings: dict, computed: list[str]) -> str:
 def check_not_running(run_dir: str) -> None:
     """A run that another process still trains (it holds the folder's lock) has no final model yet: one line. The run
     that pushes itself at its end (--upload-model: this process's parent) holds it too, and may."""
-    from cleanrl_utils.launch.runs import holder, holder_pid
-
     held = holder(run_dir)
     if held is not None and holder_pid(held) not in (os.getpid(), os.getppid()):
         fail(
@@ -127,8 +117,6 @@ def check_not_running(run_dir: str) -> None:
 def model_of_checkpoint(run_dir: str, checkpoint: dict) -> list[str]:
     """A run without --save-model: its model file made from its checkpoint (the same weights), in a temporary folder
     (the run folder stays as it was); [] if it has no checkpoint."""
-    import atexit
-
     if not checkpoint.get("exp_name"):
         return []
     folder = tempfile.mkdtemp(prefix="cleanrl-push-")
@@ -159,7 +147,6 @@ def model_card(
     repo_id: str, model: dict, settings: dict, returns: list[float], script: str, seed: int, recorded: bool
 ) -> tuple[str, dict]:
     """CleanRL's model card: the text and its metadata."""
-    import numpy as np
 
     env_id, exp_name = model["env_id"], model["exp_name"]
     result = f"{np.mean(returns):.2f} +/- {np.std(returns):.2f}"
@@ -226,9 +213,6 @@ def write_folder(args: Push, repo_id: str, model_path: str, model: dict, setting
     """Evaluate the model (recording each game) and write the repository's folder; returns its path."""
     from huggingface_hub.repocard import metadata_save
 
-    from cleanrl_utils.evals.ppo_eval import evaluate, summary
-    from cleanrl_utils.validation import check_env_id, is_atari
-
     folder = os.path.join(args.run_dir, FOLDER)
     check_env_id(model["env_id"])  # (registers the Atari games)
     needs = ["moviepy"] + ([] if is_atari(model["env_id"]) else ["pygame"])  # pygame draws classic-control frames
@@ -285,7 +269,7 @@ def written_for(folder: str, repo_id: str, model_path: str) -> bool:
         return (
             (metadata_load(readme) or {}).get("library_name") == "cleanrl"
             and f"--hf-repository {repo_id} " in f.read()
-            and sha256(copy) == sha256(model_path)
+            and filecmp.cmp(copy, model_path, shallow=False)
         )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import tyro
+from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 
 from cleanrl_utils.launch.runs import check_positive, make_dir
 from cleanrl_utils.progress import format_duration
@@ -152,8 +153,6 @@ def damaged_files():
 
 def last_step(event_file: str) -> int | None:
     """The step of the last scalar in one event file, None if it holds none."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
     return max((e.step for e in LegacyEventFileLoader(event_file).Load() if e.HasField("summary")), default=None)
 
 
