@@ -24,7 +24,7 @@ from tensorboard.backend.event_processing.event_file_loader import LegacyEventFi
 
 from cleanrl_utils.launch.runs import check_positive, make_dir
 from cleanrl_utils.progress import format_duration
-from cleanrl_utils.run_events import EventFollower
+from cleanrl_utils.run_events import EventFollower, event_files
 from cleanrl_utils.validation import check_extra, check_name, fail
 
 
@@ -94,9 +94,9 @@ def find_run_dirs(roots: list[str]) -> list[tuple[str, str]]:
             what = "is not a directory" if os.path.exists(root) else "does not exist"
             fail(f"run directory {root!r} {what}")
         before = len(found)
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, _ in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "dead_attempts")  # (cleanrl_utils/runlock.py)
-            if any(f.startswith("events.out.tfevents.") for f in filenames):
+            if event_files(dirpath):
                 rel = os.path.relpath(dirpath, root)
                 name = os.path.basename(os.path.abspath(root)) if rel == "." else rel.replace(os.sep, "/")
                 found.setdefault(os.path.realpath(dirpath), (dirpath, name))
@@ -116,39 +116,35 @@ def parse_hyperparameters(text: str) -> dict[str, str]:
 
 
 def run_identity(hyperparameters: dict[str, str], name: str) -> tuple[str, str, int]:
-    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name; ("", "", 0) if
-    neither says."""
+    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name, else ("", "", 0)."""
     try:
         return hyperparameters["env_id"], hyperparameters["exp_name"], int(hyperparameters["seed"])
     except (KeyError, ValueError):
         return parse_run_name(name) or ("", "", 0)
 
 
-class _DamagedFiles(logging.Handler):
-    """The event files whose reading stopped at a damaged record (cut short, or bytes changed: its checksum fails),
-    which TensorBoard says only in a debug message before it uses what came before."""
+class DamagedFiles(logging.Handler):
+    """Inside `with`: the event files whose reading stopped at a damaged record (cut short, or bytes changed: its
+    checksum fails), which TensorBoard says only in a debug message before it uses what came before."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.paths: list[str] = []
+        self.logger = logging.getLogger("tensorboard")
 
     def emit(self, record: logging.LogRecord) -> None:
         if str(record.msg).startswith("Truncated record in") and record.args:
             self.paths.append(str(record.args[0]))
 
+    def __enter__(self) -> list[str]:
+        self.level = self.logger.level
+        self.logger.addHandler(self)
+        self.logger.setLevel(logging.DEBUG)
+        return self.paths
 
-@contextlib.contextmanager
-def damaged_files():
-    """The paths of the event files read inside that ended in a damaged record."""
-    logger = logging.getLogger("tensorboard")
-    handler, level = _DamagedFiles(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler.paths
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+    def __exit__(self, *exc_info) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level)
 
 
 def last_step(event_file: str) -> int | None:
@@ -160,7 +156,7 @@ def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
     """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none; a warning for
     each of its event files that is damaged, naming the step where its data ends."""
     events = EventFollower(path, tag)
-    with damaged_files() as damaged:
+    with DamagedFiles() as damaged:
         events.poll()
     for event_file in dict.fromkeys(damaged):
         step = last_step(event_file)
@@ -218,8 +214,7 @@ def computed_settings(run_dirs: list[str]) -> set[str]:
 
 
 def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
-    """Runs grouped by (env id, configuration label); runs not matching the naming or the filters are reported and
-    skipped."""
+    """Runs grouped by (env id, configuration label); a run without the tag or an identity is skipped with a warning."""
     runs: list[RunCurve] = []
     for path, name in find_run_dirs(args.run_dirs):
         run = load_run(path, args.tag, name)

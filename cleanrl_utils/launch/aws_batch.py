@@ -90,8 +90,7 @@ def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, di
 
 
 def envs_per_node(job: Job) -> int:
-    """The game envs one node steps: its ranks' `--local-num-envs` (or their share of `--num-envs`; the scripts'
-    default 8 per process otherwise)."""
+    """The game envs one node steps: its ranks' `--local-num-envs`, or its share of `--num-envs`, or 8 per rank."""
     local, total = (flag_value(job.argv, flag) for flag in ("--local-num-envs", "--num-envs"))
     local, total = (None if v is None else int(float(v)) for v in (local, total))
     ranks = job.node.nproc if job.torchrun else 1
@@ -163,4 +162,6 @@ def submit_aws(args: Args, job: Job) -> None:
         for note in aws_notes(args, job)[1:]:  # the queue and image existed
             print(f"note: {note}", flush=True)
     except (BotoCoreError, ClientError) as exc:
-        fail(f"AWS Batch: {exc}")
+        from cleanrl_utils.resume import first_sentence  # (loads torch: only here)
+
+        fail(f"AWS Batch: {first_sentence(exc)}")

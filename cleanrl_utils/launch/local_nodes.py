@@ -26,7 +26,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def local_nodes(args: Args, job: Job, seed: int, key: Optional[str]) -> list[tuple[list[str], dict[str, str]]]:
+def local_nodes(job: Job, seed: int, key: Optional[str]) -> list[tuple[list[str], dict[str, str]]]:
     """The command and the AWS Batch environment of each simulated node of one run."""
     nv = aws_node_vars(free_port())
     script = job_node_command(job, seed, sys.executable, torch_launcher(sys.executable), nv)
@@ -106,12 +106,12 @@ def run_local(args: Args, job: Job) -> None:
     failed = []
     for seed in seeds(args):
         if args.dry_run:
-            for index, (cmd, env) in enumerate(local_nodes(args, job, seed, key)):
+            for index, (cmd, env) in enumerate(local_nodes(job, seed, key)):
                 shown = " ".join(f"{k}={shlex.quote(str(masked(v, key)))}" for k, v in env.items())
                 print(f"# seed {seed} node {index}\n{shown} {shlex.join(cmd)}")
             continue
         for attempt in range(1 + args.num_retries):
-            codes = run_nodes(local_nodes(args, job, seed, key), f"seed {seed}")
+            codes = run_nodes(local_nodes(job, seed, key), f"seed {seed}")
             print(f"seed {seed}: node exit codes {codes}")
             if not any(codes) or not retryable(codes):
                 break

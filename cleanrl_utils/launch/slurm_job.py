@@ -13,6 +13,7 @@ from cleanrl_utils.launch.runs import sweep_run_of
 
 def slurm_job(args: Args, job: Job, log_dir: Path) -> slurm.ArrayJob:
     """The runs as a Slurm job array, one task per seed (the env id, if any, is in the command)."""
+    minutes = max(1, args.timeout_seconds // 60)
     return slurm.ArrayJob(
         name=job.name,
         run=shlex.join(job.argv),
@@ -24,18 +25,17 @@ def slurm_job(args: Args, job: Job, log_dir: Path) -> slurm.ArrayJob:
         gpus_per_node=job.node.gpus,
         cpus_per_task=job.node.vcpus,
         mem_mib=job.node.memory_mib,
-        time_minutes=max(1, args.timeout_seconds // 60),
+        time_minutes=minutes,
         partition=args.partition,
         log_dir=str(log_dir),
         wandb_key_env=args.wandb_key_env,
         run_names=tuple(n for n in (sweep_run_of(job.argv, None, seed) for seed in seeds(args)) if n),
-        signal_seconds=slurm.time_limit_signal(max(1, args.timeout_seconds // 60)),
+        signal_seconds=slurm.time_limit_signal(minutes),
     )
 
 
 def submit_slurm(args: Args, job: Job) -> None:
-    if args.wandb_key_env:
-        wandb_key(args)  # fail now rather than in the job
+    wandb_key(args)  # an unset variable fails now rather than in the job
     path = Path(args.slurm_script_path or f"slurm/{job.name}.sbatch").resolve()
     log_dir = path.parent / "logs"
     script = slurm.render(slurm.multinode_template(), slurm.template_values(slurm_job(args, job, log_dir)))
