@@ -32,6 +32,7 @@ from cleanrl_utils.evals.ppo_eval import evaluate, summary
 from cleanrl_utils.hub import LOGIN, check_repo_id, reason, unreachable
 from cleanrl_utils.launch.runs import check_positive, holder, holder_pid
 from cleanrl_utils.model_file import agent_script, load_checkpoint
+from cleanrl_utils.run_events import event_files
 from cleanrl_utils.resume import CHECKPOINT_FILE, RUN_IDENTITY, first_sentence, flag_text
 from cleanrl_utils.script_shape import load_module
 from cleanrl_utils.validation import check_env_id, check_extra, computed_fields, fail, is_atari
@@ -243,7 +244,7 @@ def write_folder(args: Push, repo_id: str, model_path: str, model: dict, setting
             last = max(glob.glob(os.path.join(videos, "game*.mp4")), key=os.path.getmtime)
             shutil.move(last, os.path.join(folder, REPLAY))
     shutil.copy2(model_path, os.path.join(folder, os.path.basename(model_path)))
-    for events in glob.glob(os.path.join(glob.escape(args.run_dir), "events.out.tfevents.*")):
+    for events in event_files(args.run_dir):
         shutil.copy2(events, folder)
     if model.get("source"):
         with open(os.path.join(folder, script), "w", encoding="utf-8") as f:
