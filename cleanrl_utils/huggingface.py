@@ -44,9 +44,6 @@ REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's 
 NOT_FLAGS = {"upload_model", "hf_entity"} | RUN_IDENTITY
 
 
-# ---------------------------------------------------------------- to the hub
-
-
 @dataclass
 class Push:
     """Evaluate a finished run's model, write its repository folder (`{run_dir}/huggingface/`) and push it."""

@@ -50,9 +50,8 @@ class Args:
     """only these env ids; default: all"""
 
 
-# Logged hyperparameters that do not make two runs different experiments: the seed, names and paths, logging
-# and bookkeeping switches (and the settings the script computes from its flags: `computed_settings`). Everything
-# else that differs between runs of one script splits them into groups.
+# logged settings that do not make two runs different configurations (nor do those the script computes from its
+# flags: `computed_settings`); any other that differs between runs of one script splits them into groups
 NOT_CONFIGURATION = frozenset(
     "seed exp_name env_id run_name runs_dir track wandb_project_name wandb_entity capture_video save_model "
     "progress_bar checkpoint_interval resume dist_timeout rank local_rank".split()
