@@ -1,12 +1,9 @@
-"""Play a model from the Hugging Face Hub, with CleanRL's command:
+"""Play a model from the Hugging Face Hub, with CleanRL's command (docs/sharing.md):
 
     python -m cleanrl_utils.enjoy --exp-name ppo_atari --env-id BreakoutNoFrameskip-v4
 
-downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository) through
-huggingface_hub (its cache, its token) and evaluates it: a model of this project's scripts or of CleanRL's
-(`agent.state_dict()` alone: the game is --env-id). The network is the `Agent` of `cleanrl/{exp_name}.py`, as in
-CleanRL, or of the script that trained the model, or of --script. --hf-repository may also be a repository's folder
-on this machine (`push` writes one in the run: `runs/RUN/huggingface`). Needs '.[hub]'.
+downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository, which may
+also be a repository's folder here, e.g. `runs/RUN/huggingface`) and evaluates it. Needs '.[hub]'.
 """
 
 import os
@@ -14,13 +11,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
-import numpy as np
 import tyro
 
-from cleanrl_utils.evals.ppo_eval import check_video_dir, evaluate, pick_device, summary
-from cleanrl_utils.hub import check_hub_installed, download_model
+from cleanrl_utils.evals.ppo_eval import check_video_dir, evaluate, pick_device, report
+from cleanrl_utils.hub import download_model
 from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import check_extras, fail
+from cleanrl_utils.validation import check_extra, check_extras, fail
 
 
 @dataclass
@@ -51,7 +47,7 @@ if __name__ == "__main__":
     args = tyro.cli(Args)
     check_positive(eval_episodes=args.eval_episodes)
     check_extras(capture_video=args.capture_video)
-    check_hub_installed("cleanrl_utils.enjoy")
+    check_extra("huggingface_hub", "cleanrl_utils.enjoy", "hub")
     if args.capture_video:
         check_video_dir(args.video_dir)
     exp_name = args.exp_name or "ppo_atari"
@@ -81,9 +77,4 @@ if __name__ == "__main__":
     )
     if not returns:
         fail("no game finished")
-    print(
-        f"{len(returns)} episodes: mean return {summary(returns)} (min {np.min(returns):.1f}, "
-        f"max {np.max(returns):.1f})"
-    )
-    if args.capture_video:
-        print(f"videos of the {len(returns)} games in {args.video_dir}")
+    report(returns, args.video_dir if args.capture_video else None)

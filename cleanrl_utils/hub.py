@@ -1,23 +1,14 @@
-"""The Hugging Face Hub as both directions need it: whether huggingface_hub is installed, repository ids, whether the
-hub can be reached and why not, and a model file from a repository (`download_model`, through
-`huggingface_hub.hf_hub_download`: its cache, its token), for ppo_eval's `--hf-repository` and
-`python -m cleanrl_utils.enjoy`. Pushing is `cleanrl_utils/huggingface.py`. Needs '.[hub]'.
-"""
+"""The Hugging Face Hub as both directions need it: repository ids, whether the hub can be reached and why not, and a
+model file from a repository (through huggingface_hub's cache and token). Pushing is `huggingface.py`."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Optional
 
-from cleanrl_utils.validation import fail, first_sentence
+from cleanrl_utils.validation import check_extra, fail, first_sentence
 
 LOGIN = "log in with `hf auth login` (`huggingface-cli login` in older huggingface_hub) or set HF_TOKEN"
-
-
-def check_hub_installed(flag: str) -> None:
-    if importlib.util.find_spec("huggingface_hub") is None:
-        fail(f"{flag} needs huggingface_hub: pip install -e '.[hub]'")
 
 
 def check_repo_id(repo_id: str, flag: str = "--repo-id") -> None:
@@ -61,23 +52,17 @@ def download_model(
 ) -> str:
     """The local path of `filename` of the model repository `repo_id` (in huggingface_hub's cache; downloaded if not);
     `instead`: what the caller can do without the hub."""
-    check_hub_installed(flag)
+    check_extra("huggingface_hub", flag, "hub")
     check_repo_id(repo_id, flag)
     cut_off = hub_cut_off()
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import errors, hf_hub_download
     from huggingface_hub.constants import HF_HUB_CACHE
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-    )
 
     try:
         return hf_hub_download(
             repo_id=repo_id, filename=filename, library_name="cleanrl", local_files_only=bool(cut_off)
         )
-    except LocalEntryNotFoundError as exc:  # (first: it is an EntryNotFoundError too)
+    except errors.LocalEntryNotFoundError as exc:  # (first: it is an EntryNotFoundError too)
         why = cut_off or (
             reason(exc.__cause__) if exc.__cause__ is not None else "offline mode is on: HF_HUB_OFFLINE is set"
         )
@@ -85,14 +70,14 @@ def download_model(
             f"cannot get {filename} of {repo_id}: the Hugging Face Hub is unreachable ({why}) and huggingface_hub's "
             f"cache ({HF_HUB_CACHE}) has no copy of it; connect, or {instead}"
         )
-    except EntryNotFoundError:
+    except errors.EntryNotFoundError:
         fail(
             f"the repository {repo_id} has no file {filename}: check --exp-name (the model file is "
             "EXP_NAME.cleanrl_model, e.g. ppo_atari.cleanrl_model)"
         )
-    except RepositoryNotFoundError:
+    except errors.RepositoryNotFoundError:
         fail(f"no model repository {repo_id} on the Hugging Face Hub (if it is private or gated: {LOGIN})")
-    except HfHubHTTPError as exc:
+    except errors.HfHubHTTPError as exc:
         fail(f"cannot get {filename} of {repo_id} from the Hugging Face Hub: {first_sentence(exc)}")
     except Exception as exc:
         if not unreachable(exc):

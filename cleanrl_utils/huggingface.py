@@ -1,25 +1,18 @@
-"""Share a trained agent on the Hugging Face Hub, and get one from it (CleanRL's module of the same name).
+"""Share a trained agent on the Hugging Face Hub (CleanRL's module of the same name; docs/sharing.md).
 
     python -m cleanrl_utils.huggingface push --run-dir runs/RUN --repo-id ENTITY/NAME [--dry-run]
 
-`push` evaluates the run's `.cleanrl_model` (full games, recording each), writes the repository's folder,
-`{run_dir}/huggingface/`, and sends it in one commit (`huggingface_hub`: `create_repo`, `upload_folder`). The folder:
-the model file, the model card `README.md` (CleanRL's layout: metadata with the evaluation result, how to install this
-project and evaluate the model, the command that trained it, the hyperparameters), `replay.mp4` (the last game
-played), the run's TensorBoard events and the training script as it ran. `--dry-run` writes the folder and prints what
-would be sent. A push that fails keeps the run and the folder, and its error line says how to push it again; the same
-command then sends the folder already written for that model without evaluating again.
-The training scripts push at the end of a run with `--upload-model --hf-entity ENTITY` (the repository
-`{hf_entity}/{env_id}-{exp_name}-seed{seed}`, as CleanRL names it).
-
-Getting a model from the hub (ppo_eval's `--hf-repository`, `python -m cleanrl_utils.enjoy`) is `cleanrl_utils/hub.py`.
-Needs '.[hub]'.
+`push` evaluates the run's model (recording each game), writes the repository's folder `{run_dir}/huggingface/` (the
+model, CleanRL's model card, `replay.mp4`, the TensorBoard events, the training script) and sends it in one commit. A
+push that fails keeps the folder; the same command sends it again without evaluating again. Getting a model from the
+hub is `hub.py`. Needs '.[hub]'.
 """
 
 from __future__ import annotations
 
+import atexit
+import filecmp
 import glob
-import hashlib
 import importlib.util
 import os
 import shlex
@@ -31,22 +24,25 @@ from pprint import pformat
 from typing import NoReturn, Optional
 
 import cleanrl_utils  # noqa: F401  (first: sets the OpenMP thread policy before torch loads)
+import numpy as np
+import torch
 import tyro
 
-from cleanrl_utils.hub import LOGIN, check_hub_installed, check_repo_id, reason, unreachable
 from cleanrl_utils.checkpoint import CHECKPOINT_FILE
+from cleanrl_utils.evals.ppo_eval import evaluate, summary
+from cleanrl_utils.hub import LOGIN, check_repo_id, reason, unreachable
+from cleanrl_utils.launch.runs import check_positive, holder, holder_pid
+from cleanrl_utils.model_file import agent_script, load_checkpoint
+from cleanrl_utils.run_events import event_files
 from cleanrl_utils.resume import RUN_IDENTITY, flag_text
-from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import fail, first_sentence
+from cleanrl_utils.script_shape import load_module
+from cleanrl_utils.validation import check_env_id, check_extra, computed_fields, fail, first_sentence, is_atari
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
 # the push's own settings and where the run is: left out of the command that trains the model again (as are the
 # settings the script computes, `tyro.conf.Suppress` in its `Args`: the checkpoint lists them)
 NOT_FLAGS = {"upload_model", "hf_entity"} | RUN_IDENTITY
-
-
-# ---------------------------------------------------------------- to the hub
 
 
 @dataclass
@@ -69,46 +65,30 @@ class Push:
     """write the folder and print what would be sent; send nothing (needs no network)"""
 
 
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return (
-            hashlib.file_digest(f, "sha256").hexdigest()
-            if hasattr(hashlib, "file_digest")
-            else hashlib.sha256(f.read()).hexdigest()
-        )
-
-
 def read_run(run_dir: str) -> tuple[str, dict, dict]:
     """The run's model file, what it holds, and the run's settings (from its checkpoint; the computed ones, not
     flags, are listed under `"computed"`)."""
-    import torch
-
-    from cleanrl_utils.evals.ppo_eval import load_checkpoint
-
     if not os.path.isdir(run_dir):
         fail(f"no run folder {run_dir!r}; pass --run-dir runs/RUN_NAME")
-    models = sorted(glob.glob(os.path.join(glob.escape(run_dir), "*.cleanrl_model"))) or model_of_checkpoint(run_dir)
+    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
+    checkpoint = load_checkpoint(checkpoint_path) if os.path.exists(checkpoint_path) else {}
+    models = sorted(glob.glob(os.path.join(glob.escape(run_dir), "*.cleanrl_model")))
+    models = models or model_of_checkpoint(run_dir, checkpoint)
     if len(models) != 1:
         found = f"it holds {', '.join(os.path.basename(m) for m in models)}" if models else "it holds none"
         fail(
             f"--run-dir {run_dir} must hold one .cleanrl_model ({found}): train with --save-model or "
             "--upload-model, or keep only the model to push"
         )
-    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
-    if not os.path.exists(checkpoint_path):
+    if not checkpoint:
         fail(
             f"{run_dir} has no {CHECKPOINT_FILE}: the model card's hyperparameters are the run's settings stored there"
         )
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
     settings = checkpoint.get("settings") or {}
     model = load_checkpoint(models[0])
     if not model.get("env_id") or not settings:
         fail(f"{models[0]} is not a model saved by this project's scripts (no env id or settings); push a run's model")
     if "computed" not in checkpoint:  # a checkpoint of an older version: its script's `Args` say which
-        from cleanrl_utils.evals.ppo_eval import agent_script
-        from cleanrl_utils.script_shape import load_module
-        from cleanrl_utils.validation import computed_fields
-
         script = agent_script(model, models[0], model["env_id"], None, None)
         checkpoint["computed"] = computed_fields(load_module(script).Args)
     return models[0], {**model, "computed": sorted(checkpoint["computed"])}, settings
@@ -125,8 +105,6 @@ def training_command(script: str, settings: dict, computed: list[str]) -> str:
 def check_not_running(run_dir: str) -> None:
     """A run that another process still trains (it holds the folder's lock) has no final model yet: one line. The run
     that pushes itself at its end (--upload-model: this process's parent) holds it too, and may."""
-    from cleanrl_utils.launch.runs import holder, holder_pid
-
     held = holder(run_dir)
     if held is not None and holder_pid(held) not in (os.getpid(), os.getppid()):
         fail(
@@ -135,28 +113,16 @@ def check_not_running(run_dir: str) -> None:
         )
 
 
-def model_of_checkpoint(run_dir: str) -> list[str]:
-    """A run without --save-model: its model file made from its checkpoint.pt (the same weights), in a temporary folder
+def model_of_checkpoint(run_dir: str, checkpoint: dict) -> list[str]:
+    """A run without --save-model: its model file made from its checkpoint (the same weights), in a temporary folder
     (the run folder stays as it was); [] if it has no checkpoint."""
-    import atexit
-
-    import torch
-
-    from cleanrl_utils.evals.ppo_eval import load_checkpoint
-
-    checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
-    if not os.path.exists(checkpoint_path):
-        return []
-    ckpt = load_checkpoint(checkpoint_path)
-    settings = ckpt.get("settings") or {}
-    if not ckpt.get("exp_name"):
+    if not checkpoint.get("exp_name"):
         return []
     folder = tempfile.mkdtemp(prefix="cleanrl-push-")
     atexit.register(shutil.rmtree, folder, True)
-    path = os.path.join(folder, f"{ckpt['exp_name']}.cleanrl_model")
-    model = {"model": ckpt["model"], "env_id": ckpt.get("env_id"), "exp_name": ckpt["exp_name"]}
-    model["script_path"] = ckpt.get("script_path")  # the script that trained it: its network
-    torch.save({**model, "bf16": bool(settings.get("bf16"))}, path)
+    path = os.path.join(folder, f"{checkpoint['exp_name']}.cleanrl_model")
+    model = {key: checkpoint.get(key) for key in ("model", "env_id", "exp_name", "script_path")}
+    torch.save({**model, "bf16": bool((checkpoint.get("settings") or {}).get("bf16"))}, path)
     print(f"note: {run_dir} has no .cleanrl_model (no --save-model): pushing the model of its {CHECKPOINT_FILE}")
     return [path]
 
@@ -179,9 +145,7 @@ def entity_of_login() -> str:
 def model_card(
     repo_id: str, model: dict, settings: dict, returns: list[float], script: str, seed: int, recorded: bool
 ) -> tuple[str, dict]:
-    """CleanRL's model card: the text and its metadata (tags, library name, the evaluation result as model-index)."""
-    import numpy as np
-    from huggingface_hub.repocard import metadata_eval_result
+    """CleanRL's model card: the text and its metadata."""
 
     env_id, exp_name = model["env_id"], model["exp_name"]
     result = f"{np.mean(returns):.2f} +/- {np.std(returns):.2f}"
@@ -221,7 +185,14 @@ python -m cleanrl_utils.evals.ppo_eval --hf-repository {repo_id} --exp-name {exp
 {pformat(settings)}
 ```
 """
-    metadata = {
+    return text, card_metadata(env_id, result)
+
+
+def card_metadata(env_id: str, result: str) -> dict:
+    """The model card's metadata: tags, library name, the evaluation result as model-index."""
+    from huggingface_hub.repocard import metadata_eval_result
+
+    return {
         "tags": [env_id, "deep-reinforcement-learning", "reinforcement-learning", "custom-implementation"],
         "library_name": "cleanrl",
         **metadata_eval_result(
@@ -235,16 +206,11 @@ python -m cleanrl_utils.evals.ppo_eval --hf-repository {repo_id} --exp-name {exp
             dataset_id=env_id,
         ),
     }
-    return text, metadata
 
 
 def write_folder(args: Push, repo_id: str, model_path: str, model: dict, settings: dict) -> str:
     """Evaluate the model (recording each game) and write the repository's folder; returns its path."""
-    import torch
     from huggingface_hub.repocard import metadata_save
-
-    from cleanrl_utils.evals.ppo_eval import evaluate, summary
-    from cleanrl_utils.validation import check_env_id, is_atari
 
     folder = os.path.join(args.run_dir, FOLDER)
     check_env_id(model["env_id"])  # (registers the Atari games)
@@ -276,7 +242,7 @@ def write_folder(args: Push, repo_id: str, model_path: str, model: dict, setting
             last = max(glob.glob(os.path.join(videos, "game*.mp4")), key=os.path.getmtime)
             shutil.move(last, os.path.join(folder, REPLAY))
     shutil.copy2(model_path, os.path.join(folder, os.path.basename(model_path)))
-    for events in glob.glob(os.path.join(glob.escape(args.run_dir), "events.out.tfevents.*")):
+    for events in event_files(args.run_dir):
         shutil.copy2(events, folder)
     if model.get("source"):
         with open(os.path.join(folder, script), "w", encoding="utf-8") as f:
@@ -302,7 +268,7 @@ def written_for(folder: str, repo_id: str, model_path: str) -> bool:
         return (
             (metadata_load(readme) or {}).get("library_name") == "cleanrl"
             and f"--hf-repository {repo_id} " in f.read()
-            and sha256(copy) == sha256(model_path)
+            and filecmp.cmp(copy, model_path, shallow=False)
         )
 
 
@@ -311,7 +277,7 @@ def push_failed(what: str, folder: str, again: str) -> NoReturn:
 
 
 def push(args: Push) -> None:
-    check_hub_installed("push")
+    check_extra("huggingface_hub", "push", "hub")
     check_positive(eval_episodes=args.eval_episodes, max_steps=args.max_steps)
     if args.repo_id is not None:
         check_repo_id(args.repo_id)
@@ -340,18 +306,8 @@ def push(args: Push) -> None:
             flush=True,
         )
         return
-    again = shlex.join(
-        [
-            os.path.basename(sys.executable),
-            "-m",
-            "cleanrl_utils.huggingface",
-            "push",
-            "--run-dir",
-            args.run_dir,
-            "--repo-id",
-            repo_id,
-        ]
-    )
+    words = [os.path.basename(sys.executable), "-m", "cleanrl_utils.huggingface", "push"]
+    again = shlex.join([*words, "--run-dir", args.run_dir, "--repo-id", repo_id])
     print(f"pushing {folder} to {repo_id}:{sizes}", flush=True)
     try:
         api = HfApi()

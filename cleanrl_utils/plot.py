@@ -1,15 +1,12 @@
 """Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e '.[plot]'`).
 
-A run's env id, script (exp_name) and seed come from the hyperparameters it logged (the TEXT tab every script
-writes), whatever its folder is called (`--run-name` runs, the submission tools' `{env_id}__{exp_name}__{seed}`);
-only a run that logged none is read by its folder name, `{env_id}__{exp_name}__{seed}__{timestamp}`. Runs are
-grouped by configuration: env id, script (exp_name) and the hyperparameters that differ between runs of that
-script, such as `--vector-env`; so the seeds of a group are runs that differ only in their seed. Each game gets a
-panel of episodic return against global step and one against wall-clock time: the mean over seeds with a shaded
-+-1 std band, every configuration overlaid. The markdown table gives the final return (per seed, the mean of its
-last 100 episodes; then mean +- std over seeds) and the runtime of each configuration on each game.
-
     python -m cleanrl_utils.plot --run-dirs runs --output plots/ppo_curves
+
+A run's env id, script and seed come from the hyperparameters it logged (else from its folder name,
+`{env_id}__{exp_name}__{seed}__{timestamp}`). Runs are grouped by configuration: env id, script and the
+hyperparameters that differ between runs of that script, so the runs of a group differ only in their seed. Each game
+gets a panel of episodic return against global step and one against wall-clock time (mean over seeds, +-1 std band);
+the table gives each configuration's final return (per seed the mean of its last 100 episodes) and runtime.
 """
 
 from __future__ import annotations
@@ -23,10 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import tyro
+from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 
-from cleanrl_utils.launch.runs import make_dir
+from cleanrl_utils.launch.runs import check_positive, make_dir
 from cleanrl_utils.progress import format_duration
-from cleanrl_utils.validation import check_name, fail
+from cleanrl_utils.run_events import EventFollower, event_files
+from cleanrl_utils.validation import check_extra, check_name, fail
 
 
 @dataclass
@@ -51,28 +50,11 @@ class Args:
     """only these env ids; default: all"""
 
 
-# Logged hyperparameters that do not make two runs different experiments: the seed, names and paths, logging
-# and bookkeeping switches (and the settings the script computes from its flags: `computed_settings`). Everything
-# else that differs between runs of one script splits them into groups.
+# logged settings that do not make two runs different configurations (nor do those the script computes from its
+# flags: `computed_settings`); any other that differs between runs of one script splits them into groups
 NOT_CONFIGURATION = frozenset(
-    {
-        "seed",
-        "exp_name",
-        "env_id",
-        "run_name",
-        "runs_dir",
-        "track",
-        "wandb_project_name",
-        "wandb_entity",
-        "capture_video",
-        "save_model",
-        "progress_bar",
-        "checkpoint_interval",
-        "resume",
-        "dist_timeout",
-        "rank",
-        "local_rank",
-    }
+    "seed exp_name env_id run_name runs_dir track wandb_project_name wandb_entity capture_video save_model "
+    "progress_bar checkpoint_interval resume dist_timeout rank local_rank".split()
 )
 
 
@@ -111,9 +93,9 @@ def find_run_dirs(roots: list[str]) -> list[tuple[str, str]]:
             what = "is not a directory" if os.path.exists(root) else "does not exist"
             fail(f"run directory {root!r} {what}")
         before = len(found)
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, _ in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "dead_attempts")  # (cleanrl_utils/runlock.py)
-            if any(f.startswith("events.out.tfevents.") for f in filenames):
+            if event_files(dirpath):
                 rel = os.path.relpath(dirpath, root)
                 name = os.path.basename(os.path.abspath(root)) if rel == "." else rel.replace(os.sep, "/")
                 found.setdefault(os.path.realpath(dirpath), (dirpath, name))
@@ -133,80 +115,66 @@ def parse_hyperparameters(text: str) -> dict[str, str]:
 
 
 def run_identity(hyperparameters: dict[str, str], name: str) -> tuple[str, str, int]:
-    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name; ("", "", 0) if
-    neither says."""
+    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name, else ("", "", 0)."""
     try:
         return hyperparameters["env_id"], hyperparameters["exp_name"], int(hyperparameters["seed"])
     except (KeyError, ValueError):
         return parse_run_name(name) or ("", "", 0)
 
 
-class _DamagedFiles(logging.Handler):
-    """The event files whose reading stopped at a damaged record (cut short, or bytes changed: its checksum fails),
-    which TensorBoard says only in a debug message before it uses what came before."""
+class DamagedFiles(logging.Handler):
+    """Inside `with`: the event files whose reading stopped at a damaged record (cut short, or bytes changed: its
+    checksum fails), which TensorBoard says only in a debug message before it uses what came before."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.paths: list[str] = []
+        self.logger = logging.getLogger("tensorboard")
 
     def emit(self, record: logging.LogRecord) -> None:
         if str(record.msg).startswith("Truncated record in") and record.args:
             self.paths.append(str(record.args[0]))
 
+    def __enter__(self) -> list[str]:
+        self.level = self.logger.level
+        self.logger.addHandler(self)
+        self.logger.setLevel(logging.DEBUG)
+        return self.paths
 
-@contextlib.contextmanager
-def damaged_files():
-    """The paths of the event files read inside that ended in a damaged record."""
-    logger = logging.getLogger("tensorboard")
-    handler, level = _DamagedFiles(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        yield handler.paths
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+    def __exit__(self, *exc_info) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level)
 
 
 def last_step(event_file: str) -> int | None:
     """The step of the last scalar in one event file, None if it holds none."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-
     return max((e.step for e in LegacyEventFileLoader(event_file).Load() if e.HasField("summary")), default=None)
 
 
 def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
     """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none; a warning for
     each of its event files that is damaged, naming the step where its data ends."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(path, size_guidance={"scalars": 0})  # 0: keep every point, not a sample
-    with damaged_files() as damaged:
-        acc.Reload()
+    events = EventFollower(path, tag)
+    with DamagedFiles() as damaged:
+        events.poll()
     for event_file in dict.fromkeys(damaged):
         step = last_step(event_file)
         where = "before its first step" if step is None else f"at step {step}"
         print(f"warning: {event_file} is damaged (cut short or changed): its data ends {where}", file=sys.stderr)
-    hyperparameters = {}
-    if "hyperparameters/text_summary" in acc.Tags()["tensors"]:
-        text = acc.Tensors("hyperparameters/text_summary")[0].tensor_proto.string_val[0]
-        hyperparameters = parse_hyperparameters(text.decode(errors="replace"))
+    hyperparameters = parse_hyperparameters(events.texts.get("hyperparameters/text_summary", ""))
     env_id, exp_name, seed = run_identity(hyperparameters, name)
-    scalar_tags = acc.Tags()["scalars"]
-    if tag not in scalar_tags:
+    if tag not in events.tags:
         return f"no {tag} logged ({'its events file is damaged' if damaged else 'no episode finished?'})"
-    events = acc.Scalars(tag)
-    start = acc.FirstEventTimestamp()
-    end = max(acc.Scalars(t)[-1].wall_time for t in scalar_tags)
+    start = events.file_starts[0]
     return RunCurve(
         env_id=env_id,
         exp_name=exp_name,
         seed=seed,
         path=path,
-        steps=np.array([e.step for e in events], dtype=np.float64),
-        values=np.array([e.value for e in events], dtype=np.float64),
-        times=np.array([e.wall_time - start for e in events], dtype=np.float64),
-        runtime=end - start,
+        steps=np.array(events.steps, dtype=np.float64),
+        values=np.array(events.values, dtype=np.float64),
+        times=np.array(events.walls, dtype=np.float64) - start,
+        runtime=events.last_wall - start,
         hyperparameters=hyperparameters,
     )
 
@@ -245,8 +213,7 @@ def computed_settings(run_dirs: list[str]) -> set[str]:
 
 
 def load_runs(args: Args) -> dict[tuple[str, str], list[RunCurve]]:
-    """Runs grouped by (env id, configuration label); runs not matching the naming or the filters are reported and
-    skipped."""
+    """Runs grouped by (env id, configuration label); a run without the tag or an identity is skipped with a warning."""
     runs: list[RunCurve] = []
     for path, name in find_run_dirs(args.run_dirs):
         run = load_run(path, args.tag, name)
@@ -307,10 +274,9 @@ def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> s
 
 
 def import_pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        fail("plotting needs matplotlib, which is not installed: pip install -e '.[plot]'")
+    check_extra("matplotlib", "plotting", "plot")
+    import matplotlib
+
     matplotlib.use("Agg")  # files only, no display needed
     import matplotlib.pyplot as plt
 
@@ -359,13 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv)
     if not args.run_dirs:
         fail("no run directories: pass --run-dirs runs (the --runs-dir the scripts wrote to)")
-    for name, value in (
-        ("last-episodes", args.last_episodes),
-        ("smoothing-window", args.smoothing_window),
-        ("num-points", args.num_points),
-    ):
-        if value <= 0:
-            fail(f"--{name} must be positive, got {value}")
+    check_positive(last_episodes=args.last_episodes, smoothing_window=args.smoothing_window, num_points=args.num_points)
     for name in args.exp_names:  # a run's exp name is a folder name: another can match no run
         check_name("--exp-names", name)
     unknown = [f for f in args.formats if f not in ("png", "svg", "pdf")]

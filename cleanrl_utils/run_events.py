@@ -15,11 +15,15 @@ from tensorboard.compat.proto.event_pb2 import SessionLog
 
 
 def _file_order(path: str) -> tuple[int, float, str]:
-    """Event files in the order they were started: the time stamp in the name
-    (events.out.tfevents.TIME.HOST.PID.N), then the modification time."""
+    """Event files in the order they were started: the time in the name (events.out.tfevents.TIME...), then mtime."""
     parts = os.path.basename(path).split(".")
     stamp = int(parts[3]) if len(parts) > 3 and parts[3].isdigit() else 0
     return stamp, os.path.getmtime(path), path
+
+
+def event_files(run_dir: str) -> list[str]:
+    """The TensorBoard event files in `run_dir`, in the order they were started."""
+    return sorted(glob.glob(os.path.join(glob.escape(run_dir), "events.out.tfevents.*")), key=_file_order)
 
 
 @dataclass
@@ -35,12 +39,12 @@ class EventFollower:
     last_wall: float = 0.0  # the wall-clock time of the newest point of any tag
     file_starts: list[float] = field(default_factory=list)  # each event file's first event: an attempt's start
     tags: set[str] = field(default_factory=set)  # every scalar tag seen
+    texts: dict[str, str] = field(default_factory=dict)  # the text summaries, e.g. the logged hyperparameters
     _loaders: dict[str, LegacyEventFileLoader] = field(default_factory=dict)
 
     def poll(self) -> None:
         """Read what was written since the last call (a record cut short is read on the next call)."""
-        paths = sorted(glob.glob(os.path.join(self.run_dir, "events.out.tfevents.*")), key=_file_order)
-        for path in paths:
+        for path in event_files(self.run_dir):
             loader = self._loaders.setdefault(path, LegacyEventFileLoader(path))
             for event in loader.Load():
                 if len(self.file_starts) < len(self._loaders):
@@ -53,6 +57,8 @@ class EventFollower:
                     self.tags.add(value.tag)
                     self.last_step = max(self.last_step, event.step)
                     self.last_wall = max(self.last_wall, event.wall_time)
+                    if value.metadata.plugin_data.plugin_name == "text":
+                        self.texts[value.tag] = value.tensor.string_val[0].decode(errors="replace")
                     if value.tag != self.tag:
                         continue
                     number = (
@@ -73,8 +79,7 @@ class EventFollower:
     def mean_last(
         self, window: int, until_step: float = np.inf, times: np.ndarray | None = None, until_time: float = np.inf
     ) -> float | None:
-        """The mean of the last `window` points up to a step and (`times`: each point's time) a time, or None before
-        the first."""
+        """The mean of the last `window` points up to a step and (`times`: each point's time) a time, or None."""
         keep = np.asarray(self.steps, dtype=np.float64) <= until_step
         if times is not None:
             keep &= np.asarray(times) <= until_time

@@ -74,10 +74,15 @@ def check_name(flag: str, name: str, why: str = "a run is one folder inside --ru
 def check_extras(capture_video: bool = False, track: bool = False, upload_model: bool = False) -> None:
     wanted = [("moviepy", "--capture-video", "video")] * capture_video + [("wandb", "--track", "track")] * track
     for module, flag, extra in wanted + [("huggingface_hub", "--upload-model", "hub")] * upload_model:
-        try:
-            __import__(module)  # a real import: moviepy also needs its own dependencies
-        except ImportError:
-            fail(f"{flag} needs {module}: pip install -e '.[{extra}]'")
+        check_extra(module, flag, extra)
+
+
+def check_extra(module: str, what: str, extra: str) -> None:
+    """`what` (a flag, a command) needs `module`, which the project's `extra` installs: there, or one line."""
+    try:
+        __import__(module)  # a real import: moviepy also needs its own dependencies
+    except ImportError:
+        fail(f"{what} needs {module}: pip install -e '.[{extra}]'")
 
 
 def whole_number(text: str) -> int:

@@ -152,7 +152,7 @@ def test_missing_matplotlib_says_how_to_install(tmp_path):
         "sys.exit(main(['--run-dirs', '.']))"
     )
     res = run_script(["-c", code], cwd=tmp_path, timeout=60)
-    assert_one_line_error(res, "plotting needs matplotlib, which is not installed: pip install -e '.[plot]'")
+    assert_one_line_error(res, "plotting needs matplotlib: pip install -e '.[plot]'")
 
 
 def test_runs_are_grouped_by_configuration_not_by_env_id(tmp_path):

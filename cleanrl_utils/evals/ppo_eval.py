@@ -1,24 +1,11 @@
-"""Evaluate a trained model: the return of N full episodes, and with `--capture-video` a video of each.
+"""Evaluate a trained model: the return of N full episodes, and with `--capture-video` a video of each (docs/sharing.md).
 
     python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
     python -m cleanrl_utils.evals.ppo_eval --hf-repository cleanrl/BreakoutNoFrameskip-v4-ppo_atari-seed1
 
-The model is the `.cleanrl_model` that `--save-model` writes, a run's `checkpoint.pt` (written by every training
-script without `--save-model` too), or the file of CleanRL's own `ppo_atari.py` (its `agent.state_dict()` alone: the
-same network; give its game with `--env-id`), from a path or downloaded from the Hugging Face Hub
-(`--hf-repository`, into huggingface_hub's cache). The network is the `Agent` of the script that trained the model (a
-run records its script: a copy with its own network evaluates that network), or of `--script PATH`, or of
-`cleanrl/{exp_name}.py` with `--exp-name` (CleanRL's `cleanrl.{exp_name}`); a file of CleanRL's own gets
-`cleanrl/ppo_atari.py`'s for an Atari game, `cleanrl/ppo.py`'s otherwise. An Atari game is played through the
-training wrappers. An Atari episode's return is the sum of the raw (unclipped) game score over all lives,
-as logged during training.
-
-A video (`--capture-video`, needs '.[video]') shows one whole game, all lives, as the emulator draws it: its RGB screen
-(not the 84x84 frames the network reads), one video frame per emulator frame (60 per second of play, 4 per agent
-step with the frame skip of 4), so a game of L frames (its `length`) is a video of L frames.
-
-A copied and modified script evaluates its own network (and, if it changed them, its own wrappers) from Python,
-as in CleanRL::
+The model is a `.cleanrl_model`, a run's `checkpoint.pt` or CleanRL's own model file (`model_file.py`); the network is
+the `Agent` of the script that trained it. An Atari game is played through the training wrappers, and its return is
+the raw game score over all lives. A copied and modified script evaluates its own network from Python, as in CleanRL:
 
     from cleanrl_utils.evals.ppo_eval import evaluate
     returns = evaluate(model_path, args.env_id, eval_episodes=10, Model=Agent, device=device)
@@ -27,7 +14,6 @@ as in CleanRL::
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import tempfile
 import time
@@ -41,9 +27,10 @@ import torch
 import tyro
 
 from cleanrl_utils.atari_wrappers import make_atari_env
-from cleanrl_utils.script_shape import find_script, load_module, read_script
+from cleanrl_utils.model_file import agent_script, load_checkpoint
+from cleanrl_utils.script_shape import load_module, read_script
 from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.validation import check_env_id, check_extras, fail, first_sentence, is_atari
+from cleanrl_utils.validation import check_env_id, check_extra, check_extras, fail, is_atari
 
 
 @dataclass
@@ -72,56 +59,6 @@ class Args:
     """record each game as an mp4 (the emulator's screen, all lives) in --video-dir ('.[video]')"""
     video_dir: Optional[str] = None
     """the videos' folder (default: `videos/` beside the model file; for --hf-repository, `videos/` here)"""
-
-
-def load_checkpoint(path: str) -> dict:
-    """Load a saved model safely (`weights_only=True`), with a one-line error for a bad file."""
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        fail(f"no model file at {path!r}; pass the .cleanrl_model written by --save-model or a run's checkpoint.pt")
-    except Exception as exc:  # torch raises several types for a corrupt or foreign file
-        fail(unreadable(path, exc))
-    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state"), dict) and "agent" in checkpoint["state"]:
-        checkpoint = {**checkpoint, "model": checkpoint["state"]["agent"]}  # a run's checkpoint.pt: its agent
-    if isinstance(checkpoint, dict) and checkpoint and all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
-        checkpoint = {"model": checkpoint}  # CleanRL's file: `agent.state_dict()` alone, without its env id
-    if not isinstance(checkpoint, dict) or "model" not in checkpoint:
-        fail(f"{path!r} holds no model; pass the .cleanrl_model written by --save-model or a run's checkpoint.pt")
-    return checkpoint
-
-
-def agent_script(model: dict, path: str, env_id: str, script: Optional[str], exp_name: Optional[str]) -> str:
-    """The training script whose `Agent` the model in `path` loads into: `script` (--script), else
-    `cleanrl/{exp_name}.py` (--exp-name) if there is one, else the script that trained it (the file records it; one
-    moved or from another machine is looked up by its name in cleanrl/), else for a file of CleanRL's own (its weights
-    alone) cleanrl/ppo_atari.py for an Atari game, cleanrl/ppo.py otherwise."""
-    if script is not None:
-        return find_script(script) or fail(f"no script {script!r}: pass --script the path of the training script")
-    named = find_script(f"cleanrl/{exp_name}.py") if exp_name else None
-    recorded = model.get("script_path") or model.get("script")
-    if named is None and recorded is None:
-        named = find_script("cleanrl/ppo_atari.py" if is_atari(env_id) else "cleanrl/ppo.py")
-    found = named or (find_script(recorded) if os.path.isabs(recorded) else None)
-    found = found or find_script(os.path.join("cleanrl", os.path.basename(recorded)))
-    if found is None:
-        fail(
-            f"the model in {path!r} was trained by {recorded}, which is not here: pass --script PATH (that script, or "
-            f"a copy of it{'; a pushed repository holds one' * bool(model.get('source'))})"
-        )
-    return found
-
-
-def unreadable(path: str, exc: BaseException) -> str:
-    """Why a model file does not load: one that starts as torch's files do (a zip archive) is damaged (cut short, or
-    bytes changed); another is not a model file."""
-    with open(path, "rb") as f:
-        if f.read(4) == b"PK\x03\x04":
-            return (
-                f"the model file {path!r} is damaged (cut short or changed: {first_sentence(exc)}); save, copy or "
-                "download it again (a run's checkpoint.pt holds the same weights)"
-            )
-    return f"cannot read the model file {path!r} ({type(exc).__name__}); is it a .cleanrl_model or checkpoint.pt?"
 
 
 def trained_in_bf16(checkpoint: dict) -> bool:
@@ -276,13 +213,10 @@ def evaluate(
 ) -> list[float]:
     """Play `eval_episodes` full games with the saved model; returns their raw scores.
 
-    `Model(envs)` builds the network the weights load into (default: the `Agent` of `agent_script`, from `script`,
-    `exp_name` or what the model records); like CleanRL's agents it reads `envs.single_action_space` /
-    `single_observation_space` and has `get_action_and_value(obs)` returning the action first. `greedy=True`
-    takes the argmax of the logits instead, `actor(hidden(obs))` (Atari `Agent`) or `actor(obs)` (classic
-    `Agent`). `make_env(env_id)` builds the single env (default: the training scripts' Atari wrappers, or
-    `gym.make` with episode statistics); its `info["episode"]` marks a finished episode. With `video_dir`, each
-    game is recorded to `video_dir/game{k}_return{return}.mp4` (module docstring).
+    `Model(envs)` builds the network (default: the `Agent` of the script `agent_script` finds); like CleanRL's agents
+    it has `get_action_and_value(obs)`, and with `greedy` `actor(hidden(obs))` (Atari) or `actor(obs)` (classic).
+    `make_env(env_id)` builds the single env (default: the training scripts' wrappers). With `video_dir`, each game is
+    recorded to `video_dir/game{k}_return{return}.mp4`.
     """
     checkpoint = load_checkpoint(model_path)
     env_id = env_id or checkpoint.get("env_id")
@@ -295,8 +229,8 @@ def evaluate(
         if read_script(trained_by) is None or not hasattr(load_module(trained_by), "Agent"):
             fail(f"{trained_by} is not a training script with an `Agent` class; pass --script of the one that has it")
         Model = load_module(trained_by).Agent
-    if video_dir and not atari and importlib.util.find_spec("pygame") is None:
-        fail("--capture-video of a classic-control env needs pygame (it draws the frames): pip install -e '.[video]'")
+    if video_dir and not atari:  # pygame draws a classic-control env's frames
+        check_extra("pygame", "--capture-video of a classic-control env", "video")
     if make_env is None:
         frames = "rgb_array" if video_dir else None  # a classic env draws its frames only when asked to
         make_env = make_atari_env if atari else functools.partial(make_classic_env, render_mode=frames)
@@ -313,7 +247,13 @@ def evaluate(
         fail(f"--greedy needs the model's logits from {logits_from}; {type(agent).__name__} has no actor/hidden")
     agent.eval()
     torch.manual_seed(seed)
+    return play(agent, env, recorder, eval_episodes, seed, greedy, max_steps, device, atari)
 
+
+def play(
+    agent, env: gym.Env, recorder, eval_episodes: int, seed: int, greedy: bool, max_steps: int, device, atari: bool
+):
+    """The games of `evaluate`: their returns, each finished one printed (and its video closed)."""
     returns: list[float] = []
     obs, _ = env.reset(seed=seed)
     for _ in range(max_steps):
@@ -343,6 +283,14 @@ def evaluate(
 def summary(returns: list[float]) -> str:
     """`mean +- std` of the games' returns, as the evaluation and the model card report it."""
     return f"{np.mean(returns):.2f} +- {np.std(returns):.2f}"
+
+
+def report(returns: list[float], video_dir: Optional[str], took: str = "") -> None:
+    """The games' mean return (and where their videos are)."""
+    spread = f"(min {np.min(returns):.1f}, max {np.max(returns):.1f})"
+    print(f"{len(returns)} episodes: mean return {summary(returns)} {spread}{took}")
+    if video_dir:
+        print(f"videos of the {len(returns)} games in {video_dir}")
 
 
 if __name__ == "__main__":
@@ -375,9 +323,4 @@ if __name__ == "__main__":
     )
     if not returns:
         fail(f"no episode finished within --max-steps {args.max_steps}; raise it")
-    print(
-        f"{len(returns)} episodes: mean return {summary(returns)} "
-        f"(min {np.min(returns):.1f}, max {np.max(returns):.1f}) in {time.time() - start:.1f}s"
-    )
-    if args.capture_video:
-        print(f"videos of the {len(returns)} games in {video_dir}")
+    report(returns, video_dir if args.capture_video else None, f" in {time.time() - start:.1f}s")

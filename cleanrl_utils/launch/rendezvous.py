@@ -15,15 +15,7 @@ import sys
 import time
 from datetime import timedelta
 
-
-def option(args: list[str], name: str, default: str) -> str:
-    """The value of torchrun's `--name` (also `--name=value` and the underscore spelling) in `args`."""
-    names = {f"--{name}", f"--{name.replace('-', '_')}"}
-    for i, word in enumerate(args):
-        key, _, value = word.partition("=")
-        if key in names:
-            return value if value else args[i + 1]
-    return default
+from cleanrl_utils.launch.runs import flag_value
 
 
 def joined(endpoint: str, run_id: str) -> int | None:
@@ -47,9 +39,11 @@ def started_workers(pid: int) -> bool:
 
 
 def main(args: list[str]) -> int:
-    nodes = option(args, "nnodes", "1").split(":")[-1]
-    endpoint, run_id = option(args, "rdzv-endpoint", ""), option(args, "rdzv-id", "none")
-    conf = option(args, "rdzv-conf", "")
+    def option(name: str, default: str) -> str:  # torchrun's `--name`, also spelled with underscores
+        return flag_value(args, f"--{name}") or flag_value(args, f"--{name.replace('-', '_')}") or default
+
+    nodes = option("nnodes", "1").split(":")[-1]
+    endpoint, run_id, conf = option("rdzv-endpoint", ""), option("rdzv-id", "none"), option("rdzv-conf", "")
     timeout = float((re.findall(r"join_timeout=(\d+)", conf) or ["600"])[0])
     torchrun = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], start_new_session=True)
     began, said = time.monotonic(), -20.0
