@@ -1,17 +1,10 @@
-"""Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array.
+"""Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array (docs/cluster.md).
 
 Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``, and for a script that continues runs
 (cleanrl/ppo*.py) also ``--run-name {env_id}__{exp_name}__{seed} --resume auto``: started again (or requeued
-on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint
-(docs/cluster.md).
+on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint.
 
-    # print the commands
-    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
-    # run them 4 at a time, one log file per run under benchmark_logs/
     python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
-    # render a job-array sbatch script (and submit it with sbatch because --workers > 0)
-    python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
-        --slurm-template-path benchmark/slurm_gpu.template --workers 1
 """
 
 from __future__ import annotations
@@ -152,9 +145,6 @@ def check_args(args: Args) -> None:
         check_positive(**{name: getattr(args, name) for name in counts if getattr(args, name) is not None})
 
 
-# ---------------------------------------------------------------------------------------------- Slurm job array
-
-
 def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
     """The grid as a Slurm job array; a `python SCRIPT ...` command runs under torchrun as that python's module."""
     tokens = shlex.split(args.command)
@@ -192,9 +182,6 @@ def run_slurm(args: Args) -> int:
     return slurm.submit_array(
         args.slurm_template_path, values, path, args.log_dir, what, args.workers > 0, args.slurm_wait
     )
-
-
-# ---------------------------------------------------------------------------------------------- local runner
 
 
 def run_env(workers: int) -> dict[str, str]:

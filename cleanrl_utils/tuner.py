@@ -1,13 +1,5 @@
-"""Hyperparameter tuning with Optuna, with CleanRL's interface (`Tuner(...)`, `tune(num_trials, num_seeds)`).
-
-Each trial runs the real script once per env id and seed, as processes that lead their own process groups
-(`python SCRIPT PARAMS --env-id E --seed S --runs-dir STUDY/runs --run-name trialNNNN__E__S --resume auto`),
-`workers` trials at a time with the cores split between them. The tuner reads each run's TensorBoard events while
-it runs, reports the normalised score to Optuna at fixed intervals and stops a pruned trial at once (SIGTERM: the
-run checkpoints and exits). Ctrl-C or SIGTERM stops the running trials at their checkpoints; the same command again
-continues the study: an interrupted trial is recorded as FAIL (user attribute `interrupted`) and its parameters are
-queued again as a new trial that continues the same run folders (user attribute `run_key`), so the study ends with
-exactly `num_trials` COMPLETE or PRUNED trials (docs/tuning.md).
+"""Hyperparameter tuning with Optuna, with CleanRL's interface (`Tuner(...)`, `tune(num_trials, num_seeds)`, from
+cleanrl_utils/tuning/trials.py), and its command line (docs/tuning.md):
 
     python -m cleanrl_utils.tuner --script cleanrl/ppo.py --target-scores CartPole-v1=0,500 \\
         --params "learning-rate=loguniform(3e-4,3e-3)" "num-minibatches=choice(1,2,4)" total-timesteps=50000 \\
@@ -34,8 +26,6 @@ from cleanrl_utils.validation import fail
 
 __all__ = ["Tuner", "main"]
 
-
-# ---------------------------------------------------------------------------------------------- the command line
 
 PARAM_SPEC = re.compile(r"^(\w+)\((.*)\)$")
 

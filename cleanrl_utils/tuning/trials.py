@@ -1,5 +1,11 @@
-"""The tuner's study: trials taken from the Optuna study (several tuner processes may share it), each run as the
-script's processes (cleanrl_utils/tuner.py tells how), reported to the pruner while they run, and recorded."""
+"""The tuner's study. Each trial runs the real script once per env id and seed, as processes that lead their own
+process groups (`python SCRIPT PARAMS --env-id E --seed S --runs-dir STUDY/runs --run-name trialNNNN__E__S --resume
+auto`), `workers` trials at a time with the cores split between them. The tuner reads each run's TensorBoard events
+while it runs, reports the normalised score to Optuna at fixed intervals and stops a pruned trial at once (SIGTERM:
+the run checkpoints and exits). Ctrl-C or SIGTERM stops the running trials at their checkpoints; the same command
+again continues the study: an interrupted trial is recorded as FAIL (user attribute `interrupted`) and its
+parameters are queued again as a new trial that continues the same run folders (user attribute `run_key`), so the
+study ends with exactly `num_trials` COMPLETE or PRUNED trials."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from cleanrl_utils.launch.runs import check_positive, check_script_flags, flag_v
 from cleanrl_utils.resume import flag_text
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.tuning import scores, storage
+from cleanrl_utils.tuning.scores import Aggregation, Objective
 from cleanrl_utils.tuning.report import fmt, log_to_wandb, print_best, print_trials, say, trial_value
 from cleanrl_utils.tuning.trial_runs import Run, end_runs
 from cleanrl_utils.validation import check_env_id, check_name, fail
@@ -59,7 +66,7 @@ class ActiveTrial:
 
 @dataclass
 class Tuner:
-    """CleanRL's tuner (same arguments, same normalised score), running trials as processes (cleanrl_utils/tuner.py).
+    """CleanRL's tuner (same arguments, same normalised score), running trials as processes (see the module doc).
 
     Beyond CleanRL's arguments: `workers` trials at once; `studies_dir`, the folder of the study folders;
     `objective` "score" (CleanRL's: the score at the end of each run), "score_in_time" (the score reached within
@@ -72,7 +79,7 @@ class Tuner:
     target_scores: dict[str, Optional[list[float]]]
     params_fn: Callable[[Any], dict[str, Any]]
     direction: Direction = "maximize"
-    aggregation_type: scores.Aggregation = "average"
+    aggregation_type: Aggregation = "average"
     metric_last_n_average_window: int = 50
     sampler: Any = None
     pruner: Any = None
@@ -81,7 +88,7 @@ class Tuner:
     wandb_kwargs: Optional[dict] = None
     workers: int = 1
     studies_dir: str = "studies"
-    objective: scores.Objective = "score"
+    objective: Objective = "score"
     time_budget: Optional[float] = None
     report_every: Optional[float] = None
     cores: Optional[int] = None
@@ -95,8 +102,6 @@ class Tuner:
         self.study_dir = os.path.join(self.studies_dir, self.study_name)
         self.runs_root = os.path.join(self.study_dir, "runs")
         self.num_trials, self.num_seeds = 1, 1  # the study's: `tune` sets them
-
-    # ------------------------------------------------------------------------------------------ checks (write nothing)
 
     def check(self) -> None:
         """Every input, before anything is written or run: one `error: ...` line for the first bad one."""
@@ -114,11 +119,9 @@ class Tuner:
                     )
             elif len(target) != 2 or not all(isinstance(x, (int, float)) for x in target) or target[0] >= target[1]:
                 fail(f"the target scores of {env_id} must be [min, max] with min < max, got {target}")
-        for name, kind in (("aggregation_type", scores.Aggregation), ("direction", Direction)):
+        for name, kind in (("aggregation_type", Aggregation), ("direction", Direction), ("objective", Objective)):
             if getattr(self, name) not in get_args(kind):  # (the command line's tyro checks them too)
                 fail(f"unknown {name} {getattr(self, name)!r}; use one of {', '.join(get_args(kind))}")
-        if self.objective not in get_args(scores.Objective):
-            fail(f"unknown objective {self.objective!r}; use one of {', '.join(get_args(scores.Objective))}")
         if self.objective != "score" and not (self.time_budget and self.time_budget > 0):
             fail(
                 f"the objective {self.objective} needs a positive time budget (seconds per run), e.g. --time-budget 60"
@@ -156,23 +159,17 @@ class Tuner:
             except SystemExit as exc:
                 fail(str(exc.code).removeprefix("error: ").replace("the command's flags", "the flags of params_fn"))
 
-    # ------------------------------------------------------------------------------------------ the study
-
     def storage_url(self) -> str:
         return storage.storage_url(self.storage, self.study_dir)
 
     def settings(self) -> dict[str, Any]:
         """What the study's scores mean: a rerun that changes any of it needs another study."""
+        names = ("script", "metric", "direction", "aggregation_type", "num_seeds", "objective", "time_budget")
+        targets = {k: v and list(v) for k, v in self.target_scores.items()}
         return {
-            "script": self.script,
-            "target_scores": {k: v and list(v) for k, v in self.target_scores.items()},
-            "metric": self.metric,
+            **{n: getattr(self, n) for n in names},
+            "target_scores": targets,
             "window": self.metric_last_n_average_window,
-            "direction": self.direction,
-            "aggregation_type": self.aggregation_type,
-            "num_seeds": self.num_seeds,
-            "objective": self.objective,
-            "time_budget": self.time_budget,
         }
 
     def open_study(self, num_seeds: int):
@@ -226,8 +223,6 @@ class Tuner:
                 trial.set_user_attr("run_key", f"trial{trial.number:04d}")
             return trial
 
-    # ------------------------------------------------------------------------------------------ runs
-
     def prepare_trial(self, trial) -> ActiveTrial:
         """The trial's runs (env ids x seeds) in their run folders, not started yet."""
         words = flag_words(self.params_fn(trial))
@@ -241,17 +236,8 @@ class Tuner:
         for env_id in self.env_ids:
             for seed in range(1, self.num_seeds + 1):
                 name = f"{key}__{env_id.replace('/', '-')}__{seed}"
-                run_words = [
-                    sys.executable,
-                    self.script,
-                    *words,
-                    *thread_words,
-                    "--env-id",
-                    env_id,
-                    "--seed",
-                    str(seed),
-                ]
-                run_words += ["--runs-dir", self.runs_root, "--run-name", name, "--resume", "auto"]
+                run_words = [sys.executable, self.script, *words, *thread_words, "--env-id", env_id]
+                run_words += ["--seed", str(seed), "--runs-dir", self.runs_root, "--run-name", name, "--resume", "auto"]
                 run = Run(env_id, seed, name, os.path.join(self.runs_root, name), run_words)
                 run.load(self.metric)
                 # a run whose time budget was spent before its trial was interrupted is not started again
@@ -279,16 +265,13 @@ class Tuner:
                     "earlier tuner: following it, and continuing it when it ends"
                 )
 
-    # ------------------------------------------------------------------------------------------ scores
-
-    def run_value(self, run: Run, until: float = math.inf) -> Optional[float]:
-        """The run's normalised score up to `until` (steps for the objective "score", else seconds of running)."""
-        times = None if self.objective == "score" else np.array([run.active_seconds(w) for w in run.follower.walls])
-        target, window = self.target_scores[run.env_id], self.metric_last_n_average_window
-        return scores.run_value(run.follower, times, target, self.objective, window, self.time_budget, until)
-
     def trial_value(self, active: ActiveTrial, until: float = math.inf) -> Optional[float]:
-        values = {(r.env_id, r.seed): self.run_value(r, until) for r in active.runs}
+        """The trial's score up to `until` (steps for the objective "score", else seconds of each run's running)."""
+        values = {}
+        for r in active.runs:
+            times = None if self.objective == "score" else np.array([r.active_seconds(w) for w in r.follower.walls])
+            scored = (self.target_scores[r.env_id], self.objective, self.metric_last_n_average_window, self.time_budget)
+            values[(r.env_id, r.seed)] = scores.run_value(r.follower, times, *scored, until)
         return scores.aggregate(values, self.env_ids, self.aggregation_type)
 
     def default_report_every(self, words: list[str]) -> float:
@@ -305,8 +288,6 @@ class Tuner:
         if self.objective == "score":
             return run.follower.last_step
         return run.active_seconds(run.follower.last_wall) if run.follower.last_wall else 0.0
-
-    # ------------------------------------------------------------------------------------------ one trial's step
 
     def poll_trial(self, active: ActiveTrial) -> Optional[str]:
         """Read the runs' new events, stop runs at the time budget, report to the pruner; the trial's end state
@@ -397,8 +378,6 @@ class Tuner:
         if self.wandb_kwargs:
             log_to_wandb(self.wandb_kwargs, trial, state, shown)
         return state
-
-    # ------------------------------------------------------------------------------------------ the loop
 
     def tune(self, num_trials: int, num_seeds: int):
         """Run the study to `num_trials` COMPLETE or PRUNED trials; returns the Optuna study."""
