@@ -56,11 +56,8 @@ def param_spec(text: str) -> tuple[str, Callable[[Any], Any]]:
     kind, values = match.group(1), [parse_value(v) for v in match.group(2).split(",")]
     if kind == "choice":
         return name, lambda trial: trial.suggest_categorical(name, values)
-    if (
-        len(values) != 2
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        or values[0] >= values[1]
-    ):
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if len(values) != 2 or not numbers or values[0] >= values[1]:
         fail(f"--params {text!r}: {kind} takes two numbers low,high with low < high")
     if kind == "int":
         if not all(isinstance(v, int) for v in values):

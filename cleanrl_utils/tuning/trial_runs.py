@@ -31,7 +31,6 @@ class Run:
     follower: Optional[EventFollower] = None
     attempts: list[list[Optional[float]]] = field(default_factory=list)  # [start, end] wall-clock times
     done: bool = False  # finished, or stopped at the time budget
-    stopped: bool = False  # stopped by the tuner
     returncode: Optional[int] = None
     held_by: Optional[str] = None  # a live process of an earlier tuner that still runs in the folder: followed
 
@@ -91,8 +90,6 @@ def end_runs(runs: list[Run]) -> None:
     """Stop the runs still running (SIGTERM to their process groups: they checkpoint and exit), the followed runs of
     an earlier tuner on this host too."""
     live = [r for r in runs if r.process is not None and r.process.poll() is None]
-    for run in live:
-        run.stopped = True
     for run in runs:
         pid = holder_pid(run.held_by) if run.held_by else None
         if pid is not None:

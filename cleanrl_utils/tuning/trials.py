@@ -67,12 +67,8 @@ class ActiveTrial:
 @dataclass
 class Tuner:
     """CleanRL's tuner (same arguments, same normalised score), running trials as processes (see the module doc).
-
-    Beyond CleanRL's arguments: `workers` trials at once; `studies_dir`, the folder of the study folders;
-    `objective` "score" (CleanRL's: the score at the end of each run), "score_in_time" (the score reached within
-    `time_budget` seconds of each run) or "time_auc" (the mean score over the first `time_budget` seconds: the area
-    under the score-vs-time curve); `report_every`, the interval of the reports to the pruner (steps, or seconds for
-    the time objectives); `cores`, the cores the trials share (default: those this process may use)."""
+    Beyond CleanRL's arguments: `workers`, `studies_dir`, `objective`, `time_budget`, `report_every` and `cores`, as
+    the command line's flags of the same names (cleanrl_utils/tuner.py, docs/tuning.md)."""
 
     script: str
     metric: str
