@@ -28,7 +28,7 @@ def own_group() -> dict[str, Any]:
     return {"preexec_fn": os.setpgrp}  # setpgid(0, 0) in the child; Python 3.10 has no process_group
 
 
-def start_logged(command: Union[str, list[str]], log_path: str, env: dict[str, str]) -> subprocess.Popen:
+def start_logged(command: Union[str, list[str]], log_path: str, env: dict[str, str], cwd=None) -> subprocess.Popen:
     """Start `command` (a string: through the shell) leading its own process group, its output appended to
     `log_path` after a `$ command` line (a run started again appends its next attempt)."""
     with open(log_path, "a") as log:
@@ -41,6 +41,7 @@ def start_logged(command: Union[str, list[str]], log_path: str, env: dict[str, s
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=cwd,
             **own_group(),
         )
 

@@ -18,7 +18,7 @@ def fmt(value) -> str:
     return "-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def trial_value(study, number: int) -> Optional[float]:
+def stored_value(study, number: int) -> Optional[float]:
     """The trial's score; a pruned trial's last report."""
     trial = study.get_trials(deepcopy=False)[number]
     if trial.value is not None:
@@ -35,7 +35,7 @@ def print_trials(study) -> None:
         [
             str(t.number),
             "INTERRUPTED" if t.state.name == "FAIL" and t.user_attrs.get("interrupted") else t.state.name,
-            fmt(trial_value(study, t.number)),
+            fmt(stored_value(study, t.number)),
             f"{t.user_attrs.get('wall_time_s', 0):.1f}",
             *(fmt(t.params[n]) if n in t.params else "" for n in names),
         ]

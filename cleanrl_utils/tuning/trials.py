@@ -29,7 +29,7 @@ from cleanrl_utils.resume import flag_text
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.tuning import scores, storage
 from cleanrl_utils.tuning.scores import Aggregation, Objective
-from cleanrl_utils.tuning.report import fmt, log_to_wandb, print_best, print_trials, say, trial_value
+from cleanrl_utils.tuning.report import fmt, log_to_wandb, print_best, print_trials, say, stored_value
 from cleanrl_utils.tuning.trial_runs import Run, end_runs
 from cleanrl_utils.validation import check_env_id, check_name, fail
 
@@ -368,7 +368,7 @@ class Tuner:
             study.tell(trial, value)
         else:
             study.tell(trial, state=getattr(TrialState, state))
-        shown = value if value is not None else (trial_value(study, trial.number) if state == "PRUNED" else None)
+        shown = value if value is not None else (stored_value(study, trial.number) if state == "PRUNED" else None)
         if state != "FAIL":
             say(f"trial {trial.number} {state}: score {fmt(shown)} in {seconds:.1f}s")
         if self.wandb_kwargs:
