@@ -1,17 +1,10 @@
-"""Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array.
+"""Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array (docs/cluster.md).
 
 Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``, and for a script that continues runs
 (cleanrl/ppo*.py) also ``--run-name {env_id}__{exp_name}__{seed} --resume auto``: started again (or requeued
-on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint
-(docs/cluster.md).
+on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint.
 
-    # print the commands
-    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --num-seeds 3
-    # run them 4 at a time, one log file per run under benchmark_logs/
     python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
-    # render a job-array sbatch script (and submit it with sbatch because --workers > 0)
-    python -m cleanrl_utils.benchmark --env-ids PongNoFrameskip-v4 --command "python cleanrl/ppo_atari.py" \
-        --slurm-template-path benchmark/slurm_gpu.template --workers 1
 """
 
 from __future__ import annotations
@@ -24,7 +17,6 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TextIO
 
 import tyro
 
@@ -32,8 +24,8 @@ from cleanrl_utils.cpu import usable_cores
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.cleanrl_flags import RUNNER, refuse_secrets, translated
 from cleanrl_utils.launch.nodes import is_python
-from cleanrl_utils.launch.processes import stop_process_groups
-from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, make_dir, print_table, sweep_run_of
+from cleanrl_utils.launch.processes import log_tail, start_logged, stop_process_groups
+from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_positive, make_dir, print_table, sweep_run_of
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.validation import check_name, fail
 
@@ -89,7 +81,6 @@ class Run:
     command: str
     log_path: str
     process: subprocess.Popen | None = None
-    log_file: TextIO | None = None
     started: float = 0.0
     duration: float = 0.0
     returncode: int | None = None
@@ -140,8 +131,7 @@ def check_args(args: Args) -> None:
     check_command(tokens, added)
     if args.slurm_job_name is not None:
         check_name("--slurm-job-name", args.slurm_job_name, "it names the sbatch script inside --log-dir")
-    if args.num_seeds <= 0:
-        fail(f"--num-seeds must be positive, got {args.num_seeds}")
+    check_positive(num_seeds=args.num_seeds)
     if args.workers < 0:
         fail(f"--workers must be 0 (print the commands) or positive, got {args.workers}")
     if len(set(args.env_ids)) != len(args.env_ids):
@@ -151,17 +141,8 @@ def check_args(args: Args) -> None:
             fail(f"Slurm template {args.slurm_template_path!r} not found (the shipped ones are in benchmark/)")
         if args.slurm_gpus_per_task < 0:
             fail(f"--slurm-gpus-per-task must be 0 or positive, got {args.slurm_gpus_per_task}")
-        for flag, value in (
-            ("--slurm-cpus-per-task", args.slurm_cpus_per_task),
-            ("--slurm-nodes", args.slurm_nodes),
-            ("--slurm-ntasks", args.slurm_ntasks),
-            ("--slurm-time", args.slurm_time),
-        ):
-            if value is not None and value <= 0:
-                fail(f"{flag} must be positive, got {value}")
-
-
-# ---------------------------------------------------------------------------------------------- Slurm job array
+        counts = ("slurm_cpus_per_task", "slurm_nodes", "slurm_ntasks", "slurm_time")
+        check_positive(**{name: getattr(args, name) for name in counts if getattr(args, name) is not None})
 
 
 def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
@@ -187,32 +168,20 @@ def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
     )
 
 
-def render_slurm(template: str, args: Args, job_name: str) -> str:
-    """Fill an sbatch template (see cleanrl_utils/launch/slurm.py); the one-GPU template also runs the command as typed
-    by `--slurm-ntasks` tasks."""
+def run_slurm(args: Args) -> int:
+    """The grid as a job array (see cleanrl_utils/launch/slurm.py); the one-GPU template also runs the command as
+    typed by `--slurm-ntasks` tasks."""
+    job_name = args.slurm_job_name or script_name(args.command)
     values = {
         **slurm.template_values(slurm_job(args, job_name)),
         "command": args.command,
         "ntasks": str(args.slurm_ntasks),
     }
-    return slurm.render(template, values)
-
-
-def run_slurm(args: Args) -> int:
-    job_name = args.slurm_job_name or script_name(args.command)
-    with open(args.slurm_template_path) as f:
-        script = render_slurm(f.read(), args, job_name)
     path = args.slurm_script_path or os.path.join(args.log_dir, f"{job_name}_{int(time.time())}.sbatch")
-    slurm.write_script(path, script, args.log_dir)
-    n = len(grid(args))
-    print(f"wrote {path}: a job array of {n} tasks ({len(args.env_ids)} envs x {args.num_seeds} seeds)")
-    if args.workers == 0:
-        print(f"submit it with: {shlex.join(slurm.sbatch_command(path, args.slurm_wait))}")
-        return 0
-    return slurm.submit(path, args.slurm_wait, args.log_dir)
-
-
-# ---------------------------------------------------------------------------------------------- local runner
+    what = f"a job array of {len(grid(args))} tasks ({len(args.env_ids)} envs x {args.num_seeds} seeds)"
+    return slurm.submit_array(
+        args.slurm_template_path, values, path, args.log_dir, what, args.workers > 0, args.slurm_wait
+    )
 
 
 def run_env(workers: int) -> dict[str, str]:
@@ -223,39 +192,9 @@ def run_env(workers: int) -> dict[str, str]:
     return env
 
 
-def start(run: Run, env: dict[str, str]) -> None:
-    run.log_file = open(run.log_path, "a")  # a grid started again appends the next attempt of each run
-    run.log_file.write(f"$ {run.command}\n")
-    run.log_file.flush()
-    run.started = time.monotonic()
-    run.process = subprocess.Popen(
-        run.command,
-        shell=True,
-        stdin=subprocess.DEVNULL,
-        stdout=run.log_file,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so the runner can stop it and everything it started
-        env=env,
-    )
-
-
 def finish(run: Run, returncode: int) -> None:
     run.returncode = returncode
     run.duration = time.monotonic() - run.started
-    run.log_file.close()
-
-
-def terminate(running: list[Run]) -> None:
-    """Stop each run with everything it started (SIGTERM to its process group, SIGKILL after a grace period)."""
-    codes = stop_process_groups([run.process for run in running])
-    for run, returncode in zip(running, codes):
-        finish(run, returncode)
-        run.stopped = True
-
-
-def log_tail(path: str, lines: int = LOG_TAIL_LINES) -> list[str]:
-    with open(path, errors="replace") as f:
-        return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
 
 
 def exit_code_text(run: Run) -> str:
@@ -282,6 +221,51 @@ def print_summary(runs: list[Run]) -> None:
     print_table(header, rows)
 
 
+def run_all(runs: list[Run], workers: int) -> bool:
+    """Run `runs`, `workers` at a time, until all end or Ctrl-C / SIGTERM stops them (then True)."""
+    pending, running, env = deque(runs), [], run_env(workers)
+    done = failed = 0
+    progress = Progress(len(runs), out=sys.stderr, unit="run")
+
+    def report(event: str) -> None:  # a bar on a terminal, else a line per change
+        progress.advance(done - progress.steps, {"running": len(running), "failed": failed})
+        progress.write(f"[{done}/{len(runs)} done, {len(running)} running, {failed} failed] {event}")
+
+    def stop(signum, frame):  # Ctrl-C, and SIGTERM (a scheduler, `kill`), stop the grid
+        raise KeyboardInterrupt
+
+    # installed explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps that
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                run = pending.popleft()
+                run.started, run.process = time.monotonic(), start_logged(run.command, run.log_path, env)
+                running.append(run)
+                report(f"started {run.name}: {run.command}")
+            time.sleep(POLL_S)
+            progress.bar.refresh()  # the elapsed time moves while nothing changes (runs can take hours)
+            for run in [r for r in running if r.process.poll() is not None]:
+                finish(run, run.process.returncode)
+                running.remove(run)
+                done, failed = done + 1, failed + (run.returncode != 0)
+                outcome = "finished" if run.returncode == 0 else f"FAILED (exit code {run.returncode})"
+                report(f"{outcome} {run.name} in {run.duration:.1f}s")
+        return False
+    except KeyboardInterrupt:
+        for signum in previous:  # a second Ctrl-C must not abort the clean-up
+            signal.signal(signum, signal.SIG_IGN)
+        print(f"\ninterrupted: stopping {len(running)} running run(s)", file=sys.stderr, flush=True)
+        for run, returncode in zip(running, stop_process_groups([run.process for run in running])):
+            finish(run, returncode)  # stopped with everything it started: SIGTERM to its group, later SIGKILL
+            run.stopped = True
+        return True
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        progress.close()
+
+
 def run_local(args: Args) -> int:
     make_dir(args.log_dir, "--log-dir")
     prefix = script_name(args.command)
@@ -294,59 +278,13 @@ def run_local(args: Args) -> int:
         )
         for env_id, seed in grid(args)
     ]
-    pending = deque(runs)
-    env = run_env(args.workers)
-    running: list[Run] = []
-    done = failed = 0
-    progress = Progress(len(runs), out=sys.stderr, unit="run")
-
-    def report(event: str) -> None:  # a bar on a terminal, else a line per change
-        progress.advance(done - progress.steps, {"running": len(running), "failed": failed})
-        progress.write(f"[{done}/{len(runs)} done, {len(running)} running, {failed} failed] {event}")
-
-    def stop(signum, frame):  # Ctrl-C, and SIGTERM (a scheduler, `kill`), stop the grid
-        raise KeyboardInterrupt
-
-    # installed explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps that
-    previous_term = signal.signal(signal.SIGTERM, stop)
-    previous_int = signal.signal(signal.SIGINT, stop)
-    interrupted = False
-    try:
-        while pending or running:
-            while pending and len(running) < args.workers:
-                run = pending.popleft()
-                start(run, env)
-                running.append(run)
-                report(f"started {run.name}: {run.command}")
-            time.sleep(POLL_S)
-            progress.bar.refresh()  # the elapsed time moves while nothing changes (runs can take hours)
-            for run in list(running):
-                returncode = run.process.poll()
-                if returncode is None:
-                    continue
-                finish(run, returncode)
-                running.remove(run)
-                done += 1
-                failed += returncode != 0
-                outcome = "finished" if returncode == 0 else f"FAILED (exit code {returncode})"
-                report(f"{outcome} {run.name} in {run.duration:.1f}s")
-    except KeyboardInterrupt:
-        interrupted = True
-        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abort the clean-up
-            signal.signal(signum, signal.SIG_IGN)
-        print(f"\ninterrupted: stopping {len(running)} running run(s)", file=sys.stderr, flush=True)
-        terminate(running)
-    finally:
-        signal.signal(signal.SIGTERM, previous_term)
-        signal.signal(signal.SIGINT, previous_int)
-        progress.close()
-
+    interrupted = run_all(runs, args.workers)
     print_summary(runs)
     failures = [r for r in runs if r.returncode not in (None, 0) and not r.stopped]
     for run in failures:
         print(f"\nFAILED {run.name} (exit code {run.returncode}): {run.command}", file=sys.stderr)
         print(f"last lines of {run.log_path}:", file=sys.stderr)
-        for line in log_tail(run.log_path):
+        for line in log_tail(run.log_path, LOG_TAIL_LINES):
             print(f"    {line}", file=sys.stderr)
     if interrupted:
         stopped = ", ".join(r.name for r in runs if r.stopped)

@@ -222,8 +222,6 @@ def test_a_stop_that_comes_while_a_trial_starts_its_runs_stops_them_all(tmp_path
     """SIGTERM reaching the tuner just after the first of a trial's runs has started is acted on once all its runs
     are started and recorded: every run is stopped (none left behind to hold its folder), and the same study run
     again continues the trial on its folders and counts it."""
-    import cleanrl_utils.tuner as tuner_module
-
     monkeypatch.chdir(tmp_path)
     tuner = Tuner(
         script=PPO,
@@ -241,12 +239,12 @@ def test_a_stop_that_comes_while_a_trial_starts_its_runs_stops_them_all(tmp_path
             os.kill(os.getpid(), signal.SIGTERM)
         return process
 
-    monkeypatch.setattr(tuner_module.subprocess, "Popen", popen_then_stop)
+    monkeypatch.setattr(subprocess, "Popen", popen_then_stop)
     with pytest.raises(SystemExit) as stopped:
         tuner.tune(num_trials=1, num_seeds=2)
     assert stopped.value.code == 130 and sent
     assert processes_working_in(tmp_path) == []
-    monkeypatch.setattr(tuner_module.subprocess, "Popen", real_popen)
+    monkeypatch.setattr(subprocess, "Popen", real_popen)
     study = tuner.tune(num_trials=1, num_seeds=2)
     (first, second) = study.get_trials()
     assert first.user_attrs.get("interrupted") and second.user_attrs["resumes"] == first.number

@@ -25,7 +25,7 @@ import psutil
 import tyro
 
 from benchmark.lab.measured import DEVICES_EXPR, REPO, Gpu, Measured, gpus_from, repo_env, run_measured
-from cleanrl_utils.launch.processes import stop_process_groups
+from cleanrl_utils.launch.processes import start_logged, stop_process_groups
 from cleanrl_utils.atari_wrappers import MAX_FRAMES
 from cleanrl_utils.vector_envs import FRAME_SKIP
 
@@ -261,11 +261,7 @@ class Check:
         )
 
     def start_logged(self, command: list[str], log: Path) -> subprocess.Popen:
-        with open(log, "w") as out:
-            env, stdout = repo_env(self.env), subprocess.STDOUT
-            proc = subprocess.Popen(
-                command, cwd=self.workdir, env=env, stdout=out, stderr=stdout, start_new_session=True
-            )
+        proc = start_logged(command, str(log), repo_env(self.env), cwd=self.workdir)
         self.live.append(proc)
         return proc
 

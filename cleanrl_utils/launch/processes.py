@@ -1,14 +1,17 @@
-"""Stopping child processes that lead their own process groups (started with ``start_new_session=True`` or
-``**own_group()``), so that what they started (torchrun's workers, env worker processes) stops with them."""
+"""Logged child processes that lead their own process groups, so that what they started (torchrun's workers, env
+worker processes) stops with them: the runner's and the tuner's runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from collections import deque
+from typing import Any, Union
 
 TERMINATE_GRACE_S = 10.0
 
@@ -25,11 +28,37 @@ def own_group() -> dict[str, Any]:
     return {"preexec_fn": os.setpgrp}  # setpgid(0, 0) in the child; Python 3.10 has no process_group
 
 
-def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+def start_logged(command: Union[str, list[str]], log_path: str, env: dict[str, str], cwd=None) -> subprocess.Popen:
+    """Start `command` (a string: through the shell) leading its own process group, its output appended to
+    `log_path` after a `$ command` line (a run started again appends its next attempt)."""
+    with open(log_path, "a") as log:
+        log.write(f"$ {command if isinstance(command, str) else shlex.join(command)}\n")
+        log.flush()
+        return subprocess.Popen(
+            command,
+            shell=isinstance(command, str),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            **own_group(),
+        )
+
+
+def log_tail(path: str, lines: int) -> list[str]:
+    """The last `lines` lines of a log (none if it cannot be read)."""
     try:
-        os.killpg(proc.pid, signum)
-    except ProcessLookupError:  # the group is gone already
-        pass
+        with open(path, errors="replace") as f:
+            return [line.rstrip("\n") for line in deque(f, maxlen=lines)]
+    except OSError:
+        return []
+
+
+def signal_group(pid: int, signum: int) -> None:
+    """Signal the process group that `pid` leads (nothing if it is gone already)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signum)
 
 
 def _group_alive(proc: subprocess.Popen) -> bool:
@@ -47,16 +76,16 @@ def stop_process_groups(procs: list[subprocess.Popen], grace: float = TERMINATE_
     The group, not just the process, is waited for: a shell that dies of the SIGTERM at once leaves its training
     run still saving its checkpoint and writing its last lines."""
     for proc in procs:
-        _signal_group(proc, signal.SIGTERM)
+        signal_group(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for proc in procs:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
         while _group_alive(proc) and time.monotonic() < deadline:
             time.sleep(0.05)
         if _group_alive(proc):
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc.pid, signal.SIGKILL)
     return [proc.returncode for proc in procs]

@@ -1,17 +1,11 @@
-"""Slurm job arrays from sbatch templates: the one path behind both the runner's
-`python -m cleanrl_utils.benchmark --slurm-template-path benchmark/slurm_multinode.template` and
-`cleanrl_utils/submit_exp.py --provider slurm`.
+"""Slurm job arrays from sbatch templates: the one path behind the runner's
+`python -m cleanrl_utils.benchmark --slurm-template-path benchmark/slurm_multinode.template`, the tuner's
+`--slurm-template-path benchmark/slurm_tune.template` and `cleanrl_utils/submit_exp.py --provider slurm`.
 
 A template's `{{name}}` placeholders are filled from one `ArrayJob`; a line whose placeholder has no value is left
-out, so one template serves clusters with and without a setting (partition, GPUs, memory, time, ...). The
-multi-node template runs the per-node script of `cleanrl_utils/launch/nodes.py` (one torchrun per node, c10d rendezvous
-on the first node) once per array task, i.e. per seed, or per env id and seed.
-
-Jobs survive preemption and time limits: they are requeueable (`--requeue`, a preempted or failed node's task goes
-back to the queue), get SIGUSR1 `signal_seconds` before the time limit (the batch script then stops the run with
-SIGTERM, which the scripts turn into a checkpoint, and requeues the task), append every attempt to one log, and run a
-script that continues runs with `--run-name {env_id}__{exp_name}__{seed} --resume auto`: every attempt continues the
-same run from its last checkpoint (docs/cluster.md).
+out, so one template serves clusters with and without a setting (partition, GPUs, memory, time, ...). Jobs survive
+preemption and time limits: they are requeueable, get SIGUSR1 `signal_seconds` before the time limit (the run then
+checkpoints and the task is requeued), and continue their runs with `--resume auto` (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -180,3 +174,16 @@ def submit(path: str, wait: bool, log_dir: str) -> int:
     if returncode != 0:
         print(f"error: sbatch exited with {returncode}; task logs are in {log_dir}/", file=sys.stderr)
     return returncode
+
+
+def submit_array(template_path: str, values: dict, path: str, log_dir: str, what: str, send: bool, wait: bool) -> int:
+    """Fill the template, write the sbatch script at `path`, say `what` it runs, and submit it (`send`; else say
+    how)."""
+    with open(template_path) as f:
+        script = render(f.read(), values)
+    write_script(path, script, log_dir)
+    print(f"wrote {path}: {what}")
+    if not send:
+        print(f"submit it with: {shlex.join(sbatch_command(path, wait))}")
+        return 0
+    return submit(path, wait, log_dir)
