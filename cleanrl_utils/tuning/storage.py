@@ -9,7 +9,7 @@ import socket
 import tempfile
 from typing import Optional
 
-from cleanrl_utils.resume import first_sentence
+from cleanrl_utils.validation import first_sentence
 from cleanrl_utils.validation import fail
 
 
