@@ -9,8 +9,7 @@ import socket
 import tempfile
 from typing import Optional
 
-from cleanrl_utils.validation import first_sentence
-from cleanrl_utils.validation import fail
+from cleanrl_utils.validation import fail, first_sentence
 
 
 def storage_url(storage: Optional[str], study_dir: str) -> str:
