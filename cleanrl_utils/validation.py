@@ -1,4 +1,5 @@
-"""Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily)."""
+"""Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily); the
+run names they check (`run_name_stem`) and the lock file in a run's folder (torch-free: the launchers read them)."""
 
 import difflib
 import os
@@ -11,6 +12,7 @@ import tyro
 
 # a launched process's local rank as torchrun, Open MPI and MPICH / Intel MPI name it (distributed.read_dist_env)
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+LOCK_FILE = "run.lock"  # in a run's folder: held by the process that runs it (resume.hold_run_folder)
 
 
 def fail(message: str) -> NoReturn:
@@ -64,6 +66,11 @@ def check_ranges(args) -> None:
     for name in ("env_threads", "torch_threads"):
         if (value := getattr(args, name, 0)) > MAX_THREADS:
             fail(f"--{name.replace('_', '-')} {value} is far more threads than any machine's cores (max {MAX_THREADS})")
+
+
+def run_name_stem(env_id: str | None, exp_name: str, seed: int) -> str:
+    """`{env_id}__{exp_name}__{seed}` ('/' as '-'): a run's name before its start time; a sweep's run's whole name."""
+    return "__".join(str(part) for part in (env_id, exp_name, seed) if part is not None).replace("/", "-")
 
 
 def check_name(flag: str, name: str, why: str = "a run is one folder inside --runs-dir") -> None:
