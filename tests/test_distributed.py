@@ -253,8 +253,8 @@ def test_a_gloo_group_forms_under_mpiruns_variables():
 
 
 def test_errors_every_rank_finds_are_printed_by_the_first_rank_of_each_node(tmp_path):
-    """Ranks 0-3 of a 2-node job (2 ranks a node) on an input all of them refuse before the group forms: each stops,
-    and only a node's first rank (local rank 0) prints the error line."""
+    """Two ranks of a 2-node job (2 ranks a node) on an input every rank refuses before the group forms: both stop;
+    rank 1 (its node's second) silently, rank 2 (the second node's first) with the error line."""
     for rank, local_rank in ((1, 1), (2, 0)):
         env = dict(RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(local_rank), LOCAL_WORLD_SIZE="2")
         result = run_script(["cleanrl/ppo_atari_multigpu.py", "--num-envs", "3"], tmp_path, 120, env)
