@@ -24,9 +24,9 @@ import tyro
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.checkpoint import CHECKPOINT_FILE, load_state, restore_rng, rng_state, save_checkpoint, save_model
+from cleanrl_utils.checkpoint import stop_if_diverged
 from cleanrl_utils.resume import ResumeMode, open_run, resume_command, start_run
 from cleanrl_utils.validation import Count, check_batch, check_env_id, check_extras, check_ranges, fail
 

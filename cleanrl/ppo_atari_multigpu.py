@@ -28,10 +28,10 @@ import tyro
 from torch.distributions.categorical import Categorical
 
 from cleanrl_utils.checkpoint import CHECKPOINT_FILE, load_state, rng_state, save_checkpoint, save_model
+from cleanrl_utils.checkpoint import stop_if_diverged
 from cleanrl_utils.cpu import setup_cpu
 from cleanrl_utils.distributed import decided_on_rank0, gather_to_all, init_distributed, mean_over_ranks
 from cleanrl_utils.distributed import print_launch_notes, read_dist_env, resolve_device, resolve_sizes, restart_count
-from cleanrl_utils.diverged import stop_if_diverged
 from cleanrl_utils.elastic import end_rank, job_resume_command, open_job_run, rank_lifetime, restarted_run_name
 from cleanrl_utils.elastic import restore_rank_rng, start_rank_run
 from cleanrl_utils.progress import Progress

@@ -1,10 +1,12 @@
 """A run's checkpoint: the script's `state` (networks, optimizers, tensors), its counters, every rank's RNG states and
 games, every setting; written atomically (a failed write keeps the last one), read back and checked against the run.
-And the model file that `--save-model` writes."""
+And the model file that `--save-model` writes; and a run whose losses or parameters turn non-finite (NaN, inf) stops
+before it saves anything (`stop_if_diverged`): its last checkpoint stays the last good state."""
 
 import contextlib
 import errno
 import io
+import math
 import os
 import random
 import shutil
@@ -124,11 +126,9 @@ def check_checkpoint(ckpt: dict, path: str, state: dict[str, Any], args) -> dict
     if missing := sorted(set(state) - set(ckpt["state"])):
         fail(f"{it} has no {', '.join(missing)}: the script's `state` changed; start another --run-name")
     for key, network in ((k, v) for k, v in state.items() if isinstance(v, torch.nn.Module)):
-        own, theirs = network.state_dict(), ckpt["state"][key]
-        for name in sorted(set(own) | set(theirs)):
-            mine, other = (tuple(d[name].shape) if name in d else None for d in (own, theirs))
-            if mine != other:
-                fail(f"{it} holds another network architecture than this script's {key} ({name})")
+        own, theirs = ({n: t.shape for n, t in d.items()} for d in (network.state_dict(), ckpt["state"][key]))
+        if differ := sorted(n for n in own.keys() | theirs.keys() if own.get(n) != theirs.get(n)):
+            fail(f"{it} holds another network architecture than this script's {key} ({differ[0]})")
     return ckpt
 
 
@@ -140,3 +140,20 @@ def load_state(state: dict[str, Any], ckpt: dict) -> tuple[int, int, list[float]
         else:
             value.load_state_dict(ckpt["state"][key])
     return ckpt["iteration"], ckpt["global_step"], ckpt["recent_returns"]
+
+
+def stop_if_diverged(numbers: dict, iteration: int, run_dir: str) -> None:
+    """`numbers`: the update's losses and gradient norm (a non-finite parameter or gradient shows in them)."""
+    bad = [name for name, value in numbers.items() if not math.isfinite(value)]
+    if not bad:
+        return
+    if os.environ.get("RANK", "0") != "0":  # every rank of a job stops here; rank 0 says why
+        raise SystemExit(1)
+    path = os.path.join(run_dir, CHECKPOINT_FILE)
+    kept = "the run has no checkpoint yet"
+    if os.path.exists(path):
+        kept = f"its last checkpoint (global step {torch.load(path, weights_only=True)['global_step']}) is kept"
+    fail(
+        f"the run diverged at iteration {iteration}: {', '.join(bad)} became non-finite, so it stopped and saved "
+        f"nothing from it; {kept}; start a new run with a smaller --learning-rate or --max-grad-norm"
+    )

@@ -33,7 +33,7 @@ class DistInfo:
 
 
 def read_dist_env() -> DistInfo:
-    """Where this process sits in the job (its local rank: `validation.quiet_rank`, whose names these are too)."""
+    """Where this process sits in the job, as torchrun, Open MPI and MPICH / Intel MPI name it."""
     env = os.environ
     for launcher, (rank, size, local_rank, local_size) in (
         ("torchrun", ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")),
@@ -52,6 +52,16 @@ def read_dist_env() -> DistInfo:
             )
             return info
     return DistInfo()
+
+
+HUSHED = io.StringIO()  # what a rank after its node's first prints before its group forms (`hush_until_grouped`)
+
+
+def hush_until_grouped(info: DistInfo) -> None:
+    """A rank after its node's first prints nothing until its group forms (`init_distributed`): the node's first rank
+    finds the same errors (the same arguments on the same machine) and prints them, one line per node, not per rank."""
+    if info.local_rank != 0:
+        sys.stdout = sys.stderr = HUSHED
 
 
 def resolve_sizes(args, world_size: int) -> None:
@@ -158,6 +168,8 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
         torch.cuda.set_device(device)
     if not info.launched:  # a single process: no group
         return
+    if sys.stderr is HUSHED:  # it speaks again: from here on an error is its own (a lost peer, a failed save)
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     # whole lines from every rank on their shared stdout/stderr (unbuffered output writes a print's newline apart)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
@@ -179,7 +191,7 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
         store = dist.TCPStore(addr, port, is_master=False, timeout=timeout)
         store = dist.PrefixStore(f"ppo_atari_multigpu/attempt{restart_count()}/", store)
         dist.init_process_group(backend, store=store, **where)
-    except Exception as exc:  # every rank's own error (`fail` would be silent on a rank before its group forms)
+    except Exception as exc:  # every rank's own error
         why = str(exc).strip().splitlines()[0][:300]
         raise SystemExit(f"error: rank {info.rank}: the process group did not form ({why})") from None
     finally:

@@ -21,15 +21,17 @@ import torch.distributed as dist
 
 from cleanrl_utils import resume
 from cleanrl_utils.checkpoint import CHECKPOINT_FILE, restore_rng
-from cleanrl_utils.distributed import DistInfo, restart_count
+from cleanrl_utils.distributed import DistInfo, hush_until_grouped, restart_count
 from cleanrl_utils.signals import full_disk, full_disk_line
 
 ELASTIC_ID_FILE = "elastic_run_id"  # in the run's folder: the torchrun job running it (the same over restarts)
 
 
 def start_rank_run(args_type, script: str, info: DistInfo):
-    """`resume.start_run` on one rank of a job, rank 0 deciding (and alone printing); after a torchrun restart every
-    rank resumes as `--resume auto --run-name RUN` would (RUN: `restarted_run_name`). Envs per rank: this launch's."""
+    """`resume.start_run` on one rank of a job, rank 0 deciding (and alone printing; a node's later ranks say nothing
+    until the group forms: `hush_until_grouped`); after a torchrun restart every rank resumes as `--resume auto
+    --run-name RUN` would (RUN: `restarted_run_name`). Envs per rank: this launch's."""
+    hush_until_grouped(info)
     argv = sys.argv[1:]
     line = resume.parse_command_line(args_type, argv)  # the command line's own settings
     restarted, run = restart_count() > 0, line

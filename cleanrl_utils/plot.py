@@ -94,7 +94,7 @@ def find_run_dirs(roots: list[str]) -> list[tuple[str, str]]:
             fail(f"run directory {root!r} {what}")
         before = len(found)
         for dirpath, dirnames, _ in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d != "dead_attempts")  # (cleanrl_utils/runlock.py)
+            dirnames[:] = sorted(d for d in dirnames if d != "dead_attempts")  # (resume.set_aside_dead_attempt)
             if event_files(dirpath):
                 rel = os.path.relpath(dirpath, root)
                 name = os.path.basename(os.path.abspath(root)) if rel == "." else rel.replace(os.sep, "/")

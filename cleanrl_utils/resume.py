@@ -1,12 +1,17 @@
 """A run: its command line (parsed once), its name and folder (made and locked by `open_run`), and on a resume its
-checkpoint's settings, of which a resume may change only MAY_CHANGE_ON_RESUME."""
+checkpoint's settings, of which a resume may change only MAY_CHANGE_ON_RESUME. One run per folder: its writer holds an
+OS lock on `run.lock` in it while it lives (the kernel lets go however it dies: the descriptor is never closed); a
+second process stops before it writes anything, naming the holder; a restarted attempt (Slurm requeue, torchrun
+restart) waits up to CLEANRL_LOCK_WAIT s (120) for the old one, which may still be saving its checkpoint."""
 
 import dataclasses
 import errno
+import fcntl
 import glob
 import os
 import shlex
 import shutil
+import socket
 import sys
 import time
 from typing import Annotated, Optional
@@ -14,8 +19,7 @@ from typing import Annotated, Optional
 import tyro
 
 from cleanrl_utils.checkpoint import CHECKPOINT_FILE, check_checkpoint, read_checkpoint
-from cleanrl_utils.runlock import hold_run_folder, run_name_stem
-from cleanrl_utils.validation import check_name, computed_fields, fail
+from cleanrl_utils.validation import LOCK_FILE, check_name, computed_fields, fail, run_name_stem
 
 RESUME_MODES = ("no", "yes", "auto")
 # What a resume may change (the scripts' --resume help lists it); every other flag keeps the run's stored value.
@@ -90,13 +94,6 @@ def sweep_hint(args, run_name: str, sep: str) -> str:
     return f" (in a cleanrl_utils.benchmark sweep{sep} another --exp-name)" if in_sweep else ""
 
 
-def given_fields(args_type, argv: list[str]) -> set[str]:
-    """The fields of `args_type` that `argv` sets: `--flag VALUE`, `--flag=VALUE`, `--flag` and `--no-flag`."""
-    fields = {f.name for f in dataclasses.fields(args_type)}
-    words = [word[2:].split("=", 1)[0].replace("-", "_") for word in argv if word.startswith("--")]
-    return {word if word in fields else word.removeprefix("no_") for word in words}
-
-
 def parse_command_line(args_type, argv: list[str]):
     """The command line's settings (tyro parses it here, once), its names checked."""
     args = tyro.cli(args_type, args=argv)
@@ -131,7 +128,7 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None, line=Non
     if args.resume == "no":
         fail(f"{run_dir} already has a checkpoint: pass --resume (`{command}`) or another --run-name")
     ckpt = read_checkpoint(path, script)
-    args = resumed_args(args, given_fields(args_type, argv), run_name, ckpt)
+    args = resumed_args(args, argv, run_name, ckpt)
     iteration, batch_size, total = ckpt["iteration"], ckpt["batch_size"], args.total_timesteps
     if iteration >= total // batch_size:
         made_by = ckpt.get("script_path") or os.path.join(os.path.dirname(script), f"{ckpt.get('exp_name')}.py")
@@ -148,9 +145,13 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None, line=Non
     return args, run_name, ckpt
 
 
-def resumed_args(args, given: set[str], run_name: str, ckpt: dict):
-    """`args` with the run's stored settings in place of those not `given` on the command line; a given one that
-    differs is refused unless a resume may change it (MAY_CHANGE_ON_RESUME), and noted if it may."""
+def resumed_args(args, argv: list[str], run_name: str, ckpt: dict):
+    """`args` with the run's stored settings in place of those `argv` does not give (`--flag VALUE`, `--flag=VALUE`,
+    `--flag`, `--no-flag`); a given one that differs is refused unless a resume may change it (MAY_CHANGE_ON_RESUME),
+    and noted if it may."""
+    fields = {f.name for f in dataclasses.fields(args)}
+    words = [word[2:].split("=", 1)[0].replace("-", "_") for word in argv if word.startswith("--")]
+    given = {word if word in fields else word.removeprefix("no_") for word in words}
     stored = ckpt.get("settings") or {}
     flags = stored.keys() - RUN_IDENTITY - computed_fields(type(args))  # computed settings: computed again
     kept = {f.name: stored[f.name] for f in dataclasses.fields(args) if f.name in flags}
@@ -174,7 +175,7 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
     run_dir = os.path.join(args.runs_dir, run_name)
     try:  # made after every check that can fail (a refused start leaves no empty folder), proved writable by the lock
         os.makedirs(run_dir, exist_ok=True)
-        hold_run_folder(run_dir)  # one run per folder, its holder written in it (runlock.py)
+        hold_run_folder(run_dir)  # one run per folder, its holder written in it
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             fail(f"the disk of the run directory {run_dir!r} is full: free some space, or pass another --runs-dir")
@@ -190,6 +191,31 @@ def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict]
         ckpt = read_checkpoint(path, script)
     set_aside_dead_attempt(run_dir)
     return run_dir, None if ckpt is None else check_checkpoint(ckpt, path, state, args)
+
+
+def restarted() -> bool:
+    return any(int(os.environ.get(name) or 0) > 0 for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"))
+
+
+def hold_run_folder(run_dir: str) -> None:
+    """Lock `run_dir` for this process, or stop with one line naming the process that holds it."""
+    fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    said, deadline = False, time.time() + (float(os.environ.get("CLEANRL_LOCK_WAIT", "120")) if restarted() else 0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "a process that has not said who it is"
+            if time.time() >= deadline:
+                os.close(fd)
+                fail(f"{run_dir} is in use by another run ({holder}): let it finish, or pass another --run-name")
+            if not said:
+                print(f"note: waiting for the previous attempt ({holder}) to let go of {run_dir}", flush=True)
+                said = True
+            time.sleep(1)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"host {socket.gethostname()}, pid {os.getpid()}, since {time.strftime('%F %T')}\n".encode(), 0)
 
 
 def set_aside_dead_attempt(run_dir: str) -> None:

@@ -1,29 +1,19 @@
-"""Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily)."""
+"""Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily); the
+run names they check (`run_name_stem`) and the lock file in a run's folder (torch-free: the launchers read them)."""
 
 import difflib
-import os
 import re
-import sys
 import typing
 from typing import Annotated, NoReturn
 
 import tyro
 
-# a launched process's local rank as torchrun, Open MPI and MPICH / Intel MPI name it (distributed.read_dist_env)
-LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+LOCK_FILE = "run.lock"  # in a run's folder: held by the process that runs it (resume.hold_run_folder)
 
 
 def fail(message: str) -> NoReturn:
-    """Stop with a one-line error and exit status 1 (`SystemExit` prints no traceback); silently on a `quiet_rank`."""
-    raise SystemExit(1 if quiet_rank() else f"error: {message}")
-
-
-def quiet_rank() -> bool:
-    """A launched rank, not the first of its node, before its process group forms: the node's first rank finds the
-    same errors (the same arguments on the same machine) and prints them, one line per node instead of per rank."""
-    dist = sys.modules.get("torch.distributed")  # loaded by then on a rank of a job; never loaded here
-    local_rank = next((os.environ[name] for name in LOCAL_RANK_VARIABLES if name in os.environ), "0")
-    return local_rank.strip() not in ("", "0") and not (dist and dist.is_available() and dist.is_initialized())
+    """Stop with a one-line error and exit status 1 (`SystemExit` prints no traceback)."""
+    raise SystemExit(f"error: {message}")
 
 
 def first_sentence(exc: BaseException, most: int = 300) -> str:
@@ -64,6 +54,11 @@ def check_ranges(args) -> None:
     for name in ("env_threads", "torch_threads"):
         if (value := getattr(args, name, 0)) > MAX_THREADS:
             fail(f"--{name.replace('_', '-')} {value} is far more threads than any machine's cores (max {MAX_THREADS})")
+
+
+def run_name_stem(env_id: str | None, exp_name: str, seed: int) -> str:
+    """`{env_id}__{exp_name}__{seed}` ('/' as '-'): a run's name before its start time; a sweep's run's whole name."""
+    return "__".join(str(part) for part in (env_id, exp_name, seed) if part is not None).replace("/", "-")
 
 
 def check_name(flag: str, name: str, why: str = "a run is one folder inside --runs-dir") -> None:
@@ -125,7 +120,7 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
         fail(f"unknown environment id {env_id!r}; {hint}")
     if atari is True and not is_atari(env_id):
         fail(f"{env_id!r} is not an Atari game; use an ALE id such as BreakoutNoFrameskip-v4 (or cleanrl/ppo.py)")
-    if atari and not quiet_rank() and gym.registry[env_id].kwargs.get("repeat_action_probability", 0) > 0:
+    if atari and gym.registry[env_id].kwargs.get("repeat_action_probability", 0) > 0:
         same = re.sub(r"^ALE/|-v\d+$", "", env_id) + "NoFrameskip-v4"
         print(
             f"note: {env_id} repeats the agent's previous action with probability "

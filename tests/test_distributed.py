@@ -15,14 +15,14 @@ from datetime import timedelta
 import pytest
 import torch
 import tyro
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, assert_one_line_error, run_script
 
 from cleanrl_utils import distributed, validation
 
 
 @pytest.fixture(autouse=True)
-def errors_loud(monkeypatch):
-    for name in (*validation.LOCAL_RANK_VARIABLES, *distributed.NCCL_ERROR_VARIABLES):  # a test sets its own
+def no_nccl_choice(monkeypatch):
+    for name in distributed.NCCL_ERROR_VARIABLES:  # a test sets its own
         monkeypatch.delenv(name, raising=False)
 
 
@@ -252,16 +252,26 @@ def test_a_gloo_group_forms_under_mpiruns_variables():
     assert [out.strip().splitlines()[-1] for out in outputs] == ["mpirun 0 2 3", "mpirun 1 2 3"]
 
 
-def test_errors_every_rank_finds_are_printed_by_the_first_rank_of_each_node(monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "4")
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    for rank, local_rank, code in ((0, 0, "error: bad"), (1, 1, 1), (2, 0, "error: bad"), (3, 1, 1)):
-        monkeypatch.setenv("RANK", str(rank))
-        monkeypatch.setenv("LOCAL_RANK", str(local_rank))
-        assert distributed.read_dist_env().launcher == "torchrun"
-        with pytest.raises(SystemExit) as exit_info:
-            validation.fail("bad")
-        assert exit_info.value.code == code
+def test_errors_every_rank_finds_are_printed_by_the_first_rank_of_each_node(tmp_path):
+    """Two ranks of a 2-node job (2 ranks a node) on an input every rank refuses before the group forms: both stop;
+    rank 1 (its node's second) silently, rank 2 (the second node's first) with the error line."""
+    for rank, local_rank in ((1, 1), (2, 0)):
+        env = dict(RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(local_rank), LOCAL_WORLD_SIZE="2")
+        result = run_script(["cleanrl/ppo_atari_multigpu.py", "--num-envs", "3"], tmp_path, 120, env)
+        assert result.returncode == 1, result.stderr[-2000:]
+        if local_rank:
+            assert result.stdout + result.stderr == ""
+        else:
+            assert_one_line_error(result, "--num-envs 3 is not divisible by the world size 4")
+
+
+def test_a_node_s_later_ranks_speak_again_once_the_group_forms(recorded, monkeypatch):
+    for name in ("stdout", "stderr"):
+        monkeypatch.setattr(sys, name, getattr(sys, name))  # put back after the test
+    distributed.hush_until_grouped(INFO)
+    assert sys.stdout is sys.stderr is distributed.HUSHED
+    distributed.init_distributed("gloo", INFO, TIMEOUT, torch.device("cpu"))
+    assert (sys.stdout, sys.stderr) == (sys.__stdout__, sys.__stderr__)
 
 
 def test_rank0s_decision_fails_loudly_on_rank0_only():

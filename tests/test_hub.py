@@ -429,7 +429,7 @@ def test_enjoy_and_ppo_eval_download_through_the_hub_cache_offline(tmp_path):
 
 
 HOLD = (
-    "import sys, time; from cleanrl_utils.runlock import hold_run_folder; hold_run_folder(sys.argv[1]); "
+    "import sys, time; from cleanrl_utils.resume import hold_run_folder; hold_run_folder(sys.argv[1]); "
     "print('held', flush=True); time.sleep(600)"
 )
 

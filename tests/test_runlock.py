@@ -1,4 +1,4 @@
-"""One run per folder (cleanrl_utils/runlock.py): two or three processes started on one --run-name run one of them, the
+"""One run per folder (cleanrl_utils/resume.py): two or three processes started on one --run-name run one of them, the
 others stop before writing anything with one line naming the holder; a killed holder blocks nothing (the kernel lets
 go of its lock); a restarted attempt (a Slurm requeue) waits for the old one by the stated rule; a start over a dead
 attempt's logs sets them aside, and plots do not read them."""

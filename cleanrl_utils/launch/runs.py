@@ -15,9 +15,8 @@ from typing import Optional, Sequence
 
 import tyro
 
-from cleanrl_utils.runlock import LOCK_FILE, run_name_stem
 from cleanrl_utils.script_shape import read_script
-from cleanrl_utils.validation import check_env_id, check_name, check_ranges, fail
+from cleanrl_utils.validation import LOCK_FILE, check_env_id, check_name, check_ranges, fail, run_name_stem
 
 
 def check_positive(**counts: float) -> None:
