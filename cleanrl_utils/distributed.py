@@ -98,8 +98,7 @@ def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
             )
         if not has_cuda:
             fail("--device-ids places ranks on CUDA devices, but CUDA is off or there is no CUDA device here")
-        bad = [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]
-        if bad:
+        if bad := [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]:
             fail(
                 f"--device-ids {bad} do not exist: this machine has {counted(torch.cuda.device_count(), 'CUDA device')}"
             )

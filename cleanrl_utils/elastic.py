@@ -89,11 +89,6 @@ def restore_rank_rng(ckpt: dict, info: DistInfo, seed: int, device: torch.device
             seeder(seed + info.rank + 1000 * ckpt["iteration"])
 
 
-def is_dist_error(exc: BaseException) -> bool:
-    """A failed collective: a peer died or --dist-timeout passed."""
-    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
-
-
 def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], args, run_name: str) -> list[Callable[[], Any]]:
     """Returns `close` (the script adds envs, writer): however the rank ends they are closed, last first, and the group
     left; an exception ends it at once, a lost peer or a full disk as one line naming the command that resumes."""
@@ -112,7 +107,7 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], args, run_name
     def on_exception(kind, exc, tb) -> None:
         if isinstance(exc, KeyboardInterrupt):  # before the script's own Ctrl-C handling is in place
             exc = SystemExit(f"\nrank {info.rank}: interrupted; the last checkpoint is kept")
-        elif is_dist_error(exc):
+        elif isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower()):
             exc = SystemExit(
                 f"error: rank {info.rank}: lost contact with the other ranks "
                 f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "

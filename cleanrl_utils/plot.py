@@ -9,6 +9,7 @@ import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 import tyro
@@ -105,35 +106,33 @@ def parse_hyperparameters(text: str) -> dict[str, str]:
     return params
 
 
-class DamagedFiles(logging.Handler):
+@contextlib.contextmanager
+def damaged_files() -> Iterator[list[str]]:
     """Inside `with`: the event files whose reading stopped at a damaged record (cut short, or bytes changed: its
     checksum fails), which TensorBoard says only in a debug message before it uses what came before."""
+    paths: list[str] = []
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.paths: list[str] = []
-        self.logger = logging.getLogger("tensorboard")
-
-    def emit(self, record: logging.LogRecord) -> None:
+    def note(record: logging.LogRecord) -> bool:
         if str(record.msg).startswith("Truncated record in") and record.args:
-            self.paths.append(str(record.args[0]))
+            paths.append(str(record.args[0]))
+        return True
 
-    def __enter__(self) -> list[str]:
-        self.level = self.logger.level
-        self.logger.addHandler(self)
-        self.logger.setLevel(logging.DEBUG)
-        return self.paths
-
-    def __exit__(self, *exc_info) -> None:
-        self.logger.removeHandler(self)
-        self.logger.setLevel(self.level)
+    logger = logging.getLogger("tensorboard")
+    level = logger.level
+    logger.addFilter(note)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield paths
+    finally:
+        logger.removeFilter(note)
+        logger.setLevel(level)
 
 
 def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
     """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none; a warning for
     each damaged event file, naming the step where its data ends."""
     events = EventFollower(path, tag)
-    with DamagedFiles() as damaged:
+    with damaged_files() as damaged:
         events.poll()
     for event_file in dict.fromkeys(damaged):
         step = max((e.step for e in LegacyEventFileLoader(event_file).Load() if e.HasField("summary")), default=None)
@@ -261,7 +260,7 @@ def import_pyplot():
 
 
 def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
-    """A pair of panels per game (return vs steps, vs wall-clock time), at most 4 games a row; a curve per configuration."""
+    """Two panels per game (return vs steps, vs wall-clock time), 4 games a row at most; a curve per configuration."""
     env_ids = sorted({env_id for env_id, _ in groups})
     labels = sorted({label for _, label in groups})
     colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}

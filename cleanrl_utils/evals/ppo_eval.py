@@ -107,6 +107,7 @@ class GameRecorder(gym.Wrapper):
 
     def __init__(self, env: gym.Env, folder: str):
         super().__init__(env)
+        # the writer of the game going on: opened at its first frame, when its size is known
         self.folder, self.writer, self.part = folder, None, os.path.join(folder, ".unfinished-game.mp4")
         self.ale = getattr(env.unwrapped, "ale", None)
         self.fps = 60 if self.ale is not None else env.metadata.get("render_fps", 30)  # the ALE runs at 60 Hz
@@ -114,7 +115,6 @@ class GameRecorder(gym.Wrapper):
     def reset(self, **kwargs: Any):
         result = self.env.reset(**kwargs)
         self._discard()  # a game that did not finish
-        self.writer = None  # opened at the first frame, when its size is known
         return result
 
     def step(self, action: Any):
@@ -124,13 +124,8 @@ class GameRecorder(gym.Wrapper):
             from moviepy.video.io.ffmpeg_writer import FFMPEG_VideoWriter
 
             os.makedirs(self.folder, exist_ok=True)
-            self.writer = FFMPEG_VideoWriter(
-                self.part,
-                (frame.shape[1], frame.shape[0]),
-                self.fps,
-                codec="libx264",
-                ffmpeg_params=["-pix_fmt", "yuv420p"],
-            )  # the players' pixel format
+            size, pixels = (frame.shape[1], frame.shape[0]), ["-pix_fmt", "yuv420p"]  # the players' pixel format
+            self.writer = FFMPEG_VideoWriter(self.part, size, self.fps, codec="libx264", ffmpeg_params=pixels)
         self.writer.write_frame(frame)
         return result
 
