@@ -30,12 +30,9 @@ def find_script(script: str) -> Optional[str]:
 class Script:
     """What a tool needs to know of a training script."""
 
-    path: str
-    """its absolute path"""
-    start: Optional[str]
-    """the cleanrl_utils call it starts its run with (`start_run`, `start_rank_run`), or None"""
-    atari: Optional[bool]
-    """what its `check_env_id(..., atari=...)` asks of the env id: Atari games only (True), none (False), or None"""
+    path: str  # its absolute path
+    start: Optional[str]  # the cleanrl_utils call it starts its run with (`start_run`, `start_rank_run`), or None
+    atari: Optional[bool]  # its `check_env_id(..., atari=...)`: Atari games only (True), none (False), or either
 
     @property
     def resumes(self) -> bool:
