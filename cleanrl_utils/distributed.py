@@ -26,10 +26,8 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     local_world_size: int = 1
-    launched: bool = False
-    """started by torchrun or mpirun (a process group is formed, even of size 1)"""
-    launcher: str = ""
-    """"torchrun" or "mpirun" (also MPICH's / Intel MPI's launchers); "" when not launched"""
+    launched: bool = False  # started by torchrun or mpirun (a process group is formed, even of size 1)
+    launcher: str = ""  # "torchrun" or "mpirun" (also MPICH's / Intel MPI's launchers); "" when not launched
 
 
 def read_dist_env() -> DistInfo:
@@ -42,7 +40,7 @@ def read_dist_env() -> DistInfo:
         ("mpirun", ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS")),  # MPICH / Intel MPI
     ):  # fmt: skip
         if size in env:
-            info = DistInfo(
+            return DistInfo(
                 rank=int(env.get(rank, "0")),
                 world_size=int(env[size]),
                 local_rank=int(env.get(local_rank, "0")),
@@ -50,7 +48,6 @@ def read_dist_env() -> DistInfo:
                 launched=True,
                 launcher=launcher,
             )
-            return info
     return DistInfo()
 
 
@@ -65,9 +62,8 @@ def hush_until_grouped(info: DistInfo) -> None:
 
 
 def resolve_sizes(args, world_size: int) -> None:
-    """The env counts, batch sizes and iterations of a data-parallel run (args of ppo_atari_multigpu.py): each rank
-    steps `local_num_envs` envs, its batch is `local_batch_size`, all ranks' `batch_size`. (The ranges and the batch:
-    `validation.check_ranges` and `check_batch`, as in ppo_atari.py.)"""
+    """The env counts, batch sizes and iterations of a data-parallel run: each rank steps `local_num_envs` envs, its
+    batch is `local_batch_size`, all ranks' `batch_size`."""
     if args.local_num_envs is None:
         if args.num_envs is None:
             args.local_num_envs = DEFAULT_LOCAL_NUM_ENVS
@@ -94,9 +90,8 @@ def resolve_sizes(args, world_size: int) -> None:
 
 
 def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
-    """This rank's device and the backend (from args.cuda, args.backend, args.device_ids), or one error line on an
-    impossible choice; makes no device current (init_distributed does). Local ranks that share a GPU (nccl refuses
-    that) get gloo, which takes CUDA tensors through host memory; every node should have as many GPUs and ranks."""
+    """This rank's device and the backend, or one error line on an impossible choice; makes no device current. Local
+    ranks that share a GPU (nccl refuses that) get gloo; every node should have as many GPUs and ranks."""
     has_cuda = args.cuda and torch.cuda.is_available()
     backend = args.backend or ("nccl" if has_cuda else "gloo")
     if backend == "nccl" and not has_cuda:
@@ -113,8 +108,7 @@ def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
             )
         if not has_cuda:
             fail("--device-ids places ranks on CUDA devices, but CUDA is off or there is no CUDA device here")
-        bad = [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]
-        if bad:
+        if bad := [d for d in args.device_ids if not 0 <= d < torch.cuda.device_count()]:
             fail(
                 f"--device-ids {bad} do not exist: this machine has {counted(torch.cuda.device_count(), 'CUDA device')}"
             )
@@ -140,8 +134,7 @@ def resolve_device(args, info: DistInfo) -> tuple[torch.device, str]:
 
 
 def check_rendezvous(backend: str, info: DistInfo) -> None:
-    """Under mpirun, the gloo and nccl backends find each other through MASTER_ADDR:MASTER_PORT (torchrun sets both;
-    mpirun does not)."""
+    """Under mpirun, gloo and nccl meet at MASTER_ADDR:MASTER_PORT, which torchrun sets and mpirun does not."""
     if info.launcher != "mpirun" or backend == "mpi":
         return
     missing = [name for name in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(name)]
@@ -160,10 +153,8 @@ def restart_count() -> int:
 
 def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: torch.device) -> None:
     """Make `device` current (after the env workers started: they hold no CUDA context) and, on a launched rank,
-    join the process group (one error line if it does not form). nccl forms at once on `device`, its failed
-    collectives raising in Python as gloo's do (TORCH_NCCL_BLOCKING_WAIT=1 unless the user chose). Under torchrun
-    each restart attempt gets keys of its own in the agent's store, which keeps a dead attempt's (pytorch#135712);
-    across nodes, launch with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (docs/multigpu.md)."""
+    join the process group (one error line if it does not form); failed nccl collectives raise in Python as gloo's do.
+    Each torchrun restart attempt gets keys of its own in the agent's store, which keeps a dead attempt's."""
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not info.launched:  # a single process: no group
@@ -198,19 +189,14 @@ def init_distributed(backend: str, info: DistInfo, timeout: timedelta, device: t
         sys.excepthook = hook
 
 
-NCCL_ERROR_VARIABLES = (
-    "TORCH_NCCL_BLOCKING_WAIT",
-    "NCCL_BLOCKING_WAIT",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_ASYNC_ERROR_HANDLING",
+# how ProcessGroupNCCL handles a failed collective: set by the user, they are left as they are
+NCCL_ERROR_VARIABLES = tuple(
+    "TORCH_NCCL_BLOCKING_WAIT NCCL_BLOCKING_WAIT TORCH_NCCL_ASYNC_ERROR_HANDLING NCCL_ASYNC_ERROR_HANDLING".split()
 )
-"""how ProcessGroupNCCL handles a failed collective (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp): set by the
-user, they are left as they are"""
 
 
 def print_launch_notes(info: DistInfo) -> None:
-    """Rank 0's hints about the launch: a multi-node job that may restart through torchrun's shared store (see
-    init_distributed), or a single process that could have been launched data-parallel."""
+    """Rank 0's hints: a multi-node job that may restart through torchrun's shared store, or a single process."""
     multi_node = info.world_size != info.local_world_size
     restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0
     if multi_node and restarts and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
@@ -233,8 +219,8 @@ def gather_to_all(obj, world_size: int) -> list:
 
 
 def decided_on_rank0(decide: Callable[[], Any], info: DistInfo) -> Any:
-    """Run `decide` on rank 0 and give its result to every rank; if it `fail`s, every rank stops (status 1) instead
-    of some ranks waiting for the others forever, and rank 0 alone prints the one-line error."""
+    """Run `decide` on rank 0 and give its result to every rank; if it `fail`s, every rank stops (rank 0 alone
+    printing the error) instead of some ranks waiting for the others forever."""
     outcome = None
     if info.rank == 0:
         try:

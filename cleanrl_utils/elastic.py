@@ -1,5 +1,5 @@
-"""A data-parallel run over ranks and torchrun restarts (cleanrl_utils/resume.py's steps for a job: its run, folder,
-checkpoint, RNG streams and resume command), and how a rank ends: closing, leaving the group, exiting."""
+"""A data-parallel run over ranks and torchrun restarts (resume.py's steps for a job), and how a rank ends: closing,
+leaving the group, exiting."""
 
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ ELASTIC_ID_FILE = "elastic_run_id"  # in the run's folder: the torchrun job runn
 
 def start_rank_run(args_type, script: str, info: DistInfo):
     """`resume.start_run` on one rank of a job, rank 0 deciding (and alone printing; a node's later ranks say nothing
-    until the group forms: `hush_until_grouped`); after a torchrun restart every rank resumes as `--resume auto
-    --run-name RUN` would (RUN: `restarted_run_name`). Envs per rank: this launch's."""
+    until the group forms); after a torchrun restart every rank resumes as `--resume auto --run-name RUN` would."""
     hush_until_grouped(info)
     argv = sys.argv[1:]
     line = resume.parse_command_line(args_type, argv)  # the command line's own settings
@@ -46,7 +45,7 @@ def start_rank_run(args_type, script: str, info: DistInfo):
 
 def restarted_run_name(args, restarted: bool) -> str:
     """`resume.resolve_run_name`, but after a torchrun restart first the newest run folder that recorded this job's
-    TORCHELASTIC_RUN_ID (`open_job_run` records it: a default name's start time cannot be recomputed)."""
+    TORCHELASTIC_RUN_ID (a default name's start time cannot be recomputed)."""
     elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
     if restarted and elastic_id and not args.run_name:
         marked = [c for c in resume.run_folders(args) if os.path.exists(os.path.join(c, ELASTIC_ID_FILE))]
@@ -57,8 +56,8 @@ def restarted_run_name(args, restarted: bool) -> str:
 
 
 def open_job_run(args, run_name: str, state: dict, script: str, restart: int, ckpt: Optional[dict]):
-    """`resume.open_run` on rank 0, recording the torchrun job's id in the folder; after a restart that another
-    node counted (the run found again), the checkpoint is the folder's own."""
+    """`resume.open_run` on rank 0, recording the torchrun job's id in the folder; after a restart that another node
+    counted, the checkpoint is the folder's own."""
     run_dir, ckpt = resume.open_run(args, run_name, state, script, ckpt, renamed=restart > restart_count())
     elastic_id = os.environ.get("TORCHELASTIC_RUN_ID")
     if elastic_id and elastic_id != "none":  # "none": torchrun's default rendezvous id, the same for every job
@@ -91,15 +90,9 @@ def restore_rank_rng(ckpt: dict, info: DistInfo, seed: int, device: torch.device
             seeder(seed + info.rank + 1000 * ckpt["iteration"])
 
 
-def is_dist_error(exc: BaseException) -> bool:
-    """A failed collective: a peer died or --dist-timeout passed."""
-    return isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower())
-
-
 def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], args, run_name: str) -> list[Callable[[], Any]]:
-    """Returns `close` (the script adds envs, writer): however the rank ends they are closed, last first, and the
-    group left; an exception ends it at once (`leave`): a lost peer or a full disk as one error line naming the
-    command that resumes the run."""
+    """Returns `close` (the script adds envs, writer): however the rank ends they are closed, last first, and the group
+    left; an exception ends it at once, a lost peer or a full disk as one line naming the command that resumes."""
     hint, checkpoint = job_resume_command(args, run_name, info), os.path.join(args.runs_dir, run_name, CHECKPOINT_FILE)
 
     def clean_up(failing: bool = False) -> None:
@@ -115,7 +108,7 @@ def rank_lifetime(info: DistInfo, close: list[Callable[[], Any]], args, run_name
     def on_exception(kind, exc, tb) -> None:
         if isinstance(exc, KeyboardInterrupt):  # before the script's own Ctrl-C handling is in place
             exc = SystemExit(f"\nrank {info.rank}: interrupted; the last checkpoint is kept")
-        elif is_dist_error(exc):
+        elif isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and "gloo" in str(exc).lower()):
             exc = SystemExit(
                 f"error: rank {info.rank}: lost contact with the other ranks "
                 f"({str(exc).strip().splitlines()[0][:300]}); a rank died or --dist-timeout passed; "
@@ -148,8 +141,7 @@ def leave(exit_code: int, exc: Optional[BaseException]) -> NoReturn:
 
 
 def end_rank(exit_code: int) -> NoReturn:
-    """A rank's normal end: in a group, the exit handlers now (closing, leaving the group, W&B's), then `leave` (a
-    teardown can abort with SIGABRT here too); a single process exits as usual."""
+    """A rank's normal end: in a group, the exit handlers now, then `leave` (a teardown can abort here too)."""
     if not dist.is_initialized():
         sys.exit(exit_code)
     atexit._run_exitfuncs()

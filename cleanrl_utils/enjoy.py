@@ -1,10 +1,5 @@
-"""Play a model from the Hugging Face Hub, with CleanRL's command (docs/sharing.md):
-
-    python -m cleanrl_utils.enjoy --exp-name ppo_atari --env-id BreakoutNoFrameskip-v4
-
-downloads `{exp_name}.cleanrl_model` of `{hf_entity}/{env_id}-{exp_name}-seed{seed}` (or of --hf-repository, which may
-also be a repository's folder here, e.g. `runs/RUN/huggingface`) and evaluates it. Needs '.[hub]'.
-"""
+"""Play a model from the Hugging Face Hub, or from a repository's folder here, with CleanRL's command
+(docs/sharing.md): `python -m cleanrl_utils.enjoy --exp-name ppo_atari --env-id BreakoutNoFrameskip-v4`."""
 
 import os
 from dataclasses import dataclass

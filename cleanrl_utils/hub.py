@@ -1,5 +1,5 @@
-"""The Hugging Face Hub as both directions need it: repository ids, whether the hub can be reached and why not, and a
-model file from a repository (through huggingface_hub's cache and token). Pushing is `huggingface.py`."""
+"""The Hugging Face Hub as both directions need it: repository ids, whether it can be reached, and a model file from
+it (through huggingface_hub's cache). Pushing is `huggingface.py`."""
 
 from __future__ import annotations
 
@@ -44,14 +44,10 @@ def reason(exc: BaseException) -> str:
     return "offline mode is on: HF_HUB_OFFLINE is set" if isinstance(exc, OfflineModeIsEnabled) else first_sentence(exc)
 
 
-# ---------------------------------------------------------------- from the hub
-
-
 def download_model(
     repo_id: str, filename: str, flag: str = "--hf-repository", instead: str = "copy the file and pass --model-path"
 ) -> str:
-    """The local path of `filename` of the model repository `repo_id` (in huggingface_hub's cache; downloaded if not);
-    `instead`: what the caller can do without the hub."""
+    """The local path of `filename` of `repo_id` in huggingface_hub's cache; `instead`: what to do without the hub."""
     check_extra("huggingface_hub", flag, "hub")
     check_repo_id(repo_id, flag)
     cut_off = hub_cut_off()
@@ -63,9 +59,7 @@ def download_model(
             repo_id=repo_id, filename=filename, library_name="cleanrl", local_files_only=bool(cut_off)
         )
     except errors.LocalEntryNotFoundError as exc:  # (first: it is an EntryNotFoundError too)
-        why = cut_off or (
-            reason(exc.__cause__) if exc.__cause__ is not None else "offline mode is on: HF_HUB_OFFLINE is set"
-        )
+        why = cut_off or reason(exc.__cause__ or errors.OfflineModeIsEnabled())  # no cause: offline mode
         fail(
             f"cannot get {filename} of {repo_id}: the Hugging Face Hub is unreachable ({why}) and huggingface_hub's "
             f"cache ({HF_HUB_CACHE}) has no copy of it; connect, or {instead}"
@@ -86,9 +80,8 @@ def download_model(
 
 
 def hub_cut_off(timeout: float = 5.0) -> Optional[str]:
-    """Why the hub's address takes no connection (no name, refused, no answer within `timeout`), or None: it does, or
-    a proxy or offline mode decides. Asked first, so that a machine without the hub uses huggingface_hub's cache at
-    once instead of after its retries (about 25 s)."""
+    """Why the hub's address takes no connection, or None (it does, or a proxy or offline mode decides): asked first,
+    so that a machine without the hub uses the cache at once instead of after huggingface_hub's retries (about 25 s)."""
     import socket
     from urllib.parse import urlsplit
 

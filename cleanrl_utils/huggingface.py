@@ -1,12 +1,5 @@
-"""Share a trained agent on the Hugging Face Hub (CleanRL's module of the same name; docs/sharing.md).
-
-    python -m cleanrl_utils.huggingface push --run-dir runs/RUN --repo-id ENTITY/NAME [--dry-run]
-
-`push` evaluates the run's model (recording each game), writes the repository's folder `{run_dir}/huggingface/` (the
-model, CleanRL's model card, `replay.mp4`, the TensorBoard events, the training script) and sends it in one commit. A
-push that fails keeps the folder; the same command sends it again without evaluating again. Getting a model from the
-hub is `hub.py`. Needs '.[hub]'.
-"""
+"""Share a trained agent on the Hugging Face Hub: `python -m cleanrl_utils.huggingface push --run-dir runs/RUN`
+(docs/sharing.md). Getting a model from the hub is `hub.py`."""
 
 from __future__ import annotations
 
@@ -40,8 +33,7 @@ from cleanrl_utils.validation import check_env_id, check_extra, computed_fields,
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
-# the push's own settings and where the run is: left out of the command that trains the model again (as are the
-# settings the script computes, `tyro.conf.Suppress` in its `Args`: the checkpoint lists them)
+# left out of the command that trains the model again (as are the settings the script computes)
 NOT_FLAGS = {"upload_model", "hf_entity"} | RUN_IDENTITY
 
 
@@ -66,8 +58,7 @@ class Push:
 
 
 def read_run(run_dir: str) -> tuple[str, dict, dict]:
-    """The run's model file, what it holds, and the run's settings (from its checkpoint; the computed ones, not
-    flags, are listed under `"computed"`)."""
+    """The run's model file, what it holds (with the computed settings' names), and the run's settings."""
     if not os.path.isdir(run_dir):
         fail(f"no run folder {run_dir!r}; pass --run-dir runs/RUN_NAME")
     checkpoint_path = os.path.join(run_dir, CHECKPOINT_FILE)
@@ -95,16 +86,14 @@ def read_run(run_dir: str) -> tuple[str, dict, dict]:
 
 
 def training_command(script: str, settings: dict, computed: list[str]) -> str:
-    """The command that trains the model again: every flag of the run (so no default can change it), but not the
-    settings its script computes (`computed`)."""
+    """The command that trains the model again: every flag of the run but the `computed` settings."""
     left_out = NOT_FLAGS | set(computed)
     flags = [flag_text(name, value) for name, value in settings.items() if name not in left_out and value is not None]
     return f"python cleanrl/{script} {' '.join(flags)}"
 
 
 def check_not_running(run_dir: str) -> None:
-    """A run that another process still trains (it holds the folder's lock) has no final model yet: one line. The run
-    that pushes itself at its end (--upload-model: this process's parent) holds it too, and may."""
+    """One line if another process still trains the run (--upload-model's own run, this process's parent, may)."""
     held = holder(run_dir)
     if held is not None and holder_pid(held) not in (os.getpid(), os.getppid()):
         fail(
@@ -114,8 +103,7 @@ def check_not_running(run_dir: str) -> None:
 
 
 def model_of_checkpoint(run_dir: str, checkpoint: dict) -> list[str]:
-    """A run without --save-model: its model file made from its checkpoint (the same weights), in a temporary folder
-    (the run folder stays as it was); [] if it has no checkpoint."""
+    """A run without --save-model: a model file of its checkpoint's weights, in a temporary folder; [] if none."""
     if not checkpoint.get("exp_name"):
         return []
     folder = tempfile.mkdtemp(prefix="cleanrl-push-")
@@ -146,7 +134,6 @@ def model_card(
     repo_id: str, model: dict, settings: dict, returns: list[float], script: str, seed: int, recorded: bool
 ) -> tuple[str, dict]:
     """CleanRL's model card: the text and its metadata."""
-
     env_id, exp_name = model["env_id"], model["exp_name"]
     result = f"{np.mean(returns):.2f} +/- {np.std(returns):.2f}"
     replay = f" `{REPLAY}` is the last of these games." if recorded else ""
@@ -189,7 +176,6 @@ python -m cleanrl_utils.evals.ppo_eval --hf-repository {repo_id} --exp-name {exp
 
 
 def card_metadata(env_id: str, result: str) -> dict:
-    """The model card's metadata: tags, library name, the evaluation result as model-index."""
     from huggingface_hub.repocard import metadata_eval_result
 
     return {
@@ -220,11 +206,8 @@ def write_folder(args: Push, repo_id: str, model_path: str, model: dict, setting
     script = model.get("script") or f"{model['exp_name']}.py"
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     with tempfile.TemporaryDirectory(dir=args.run_dir, prefix=".eval-videos-") as videos:
-        print(
-            f"evaluating {model_path} over {args.eval_episodes} games"
-            + " (recorded; the last is the replay)" * (not missing),
-            flush=True,
-        )
+        recorded = " (recorded; the last is the replay)" * (not missing)
+        print(f"evaluating {model_path} over {args.eval_episodes} games{recorded}", flush=True)
         returns = evaluate(
             model_path,
             eval_episodes=args.eval_episodes,
@@ -300,11 +283,8 @@ def push(args: Push) -> None:
     files = sorted(os.path.relpath(os.path.join(d, n), folder) for d, _, names in os.walk(folder) for n in names)
     sizes = "".join(f"\n  {name} ({os.path.getsize(os.path.join(folder, name)) / 2**10:.0f} KiB)" for name in files)
     if args.dry_run:
-        print(
-            f"dry run: would create {repo_id} on the Hugging Face Hub (if new) and send {folder} in one commit:"
-            f"{sizes}\nnothing was sent",
-            flush=True,
-        )
+        sent = f"would create {repo_id} on the Hugging Face Hub (if new) and send {folder} in one commit"
+        print(f"dry run: {sent}:{sizes}\nnothing was sent", flush=True)
         return
     words = [os.path.basename(sys.executable), "-m", "cleanrl_utils.huggingface", "push"]
     again = shlex.join([*words, "--run-dir", args.run_dir, "--repo-id", repo_id])

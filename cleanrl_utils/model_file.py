@@ -30,10 +30,8 @@ def load_checkpoint(path: str) -> dict:
 
 
 def agent_script(model: dict, path: str, env_id: str, script: Optional[str], exp_name: Optional[str]) -> str:
-    """The training script whose `Agent` the model in `path` loads into: `script` (--script), else
-    `cleanrl/{exp_name}.py` (--exp-name) if there is one, else the script that trained it (the file records it; one
-    moved or from another machine is looked up by its name in cleanrl/), else for a file of CleanRL's own (its weights
-    alone) cleanrl/ppo_atari.py for an Atari game, cleanrl/ppo.py otherwise."""
+    """The training script whose `Agent` the model in `path` loads into: --script, else `cleanrl/{exp_name}.py`, else
+    the one it records (else by its name in cleanrl/), else for CleanRL's own file ppo_atari.py or ppo.py by the env."""
     if script is not None:
         return find_script(script) or fail(f"no script {script!r}: pass --script the path of the training script")
     named = find_script(f"cleanrl/{exp_name}.py") if exp_name else None
@@ -51,8 +49,7 @@ def agent_script(model: dict, path: str, env_id: str, script: Optional[str], exp
 
 
 def unreadable(path: str, exc: BaseException) -> str:
-    """Why a model file does not load: one that starts as torch's files do (a zip archive) is damaged (cut short, or
-    bytes changed); another is not a model file."""
+    """Why a model file does not load: one that starts as torch's zip archives do is damaged, another is foreign."""
     with open(path, "rb") as f:
         if f.read(4) == b"PK\x03\x04":
             return (

@@ -1,13 +1,5 @@
-"""Learning curves and a results table from the TensorBoard logs of finished runs (needs `pip install -e '.[plot]'`).
-
-    python -m cleanrl_utils.plot --run-dirs runs --output plots/ppo_curves
-
-A run's env id, script and seed come from the hyperparameters it logged (else from its folder name,
-`{env_id}__{exp_name}__{seed}__{timestamp}`). Runs are grouped by configuration: env id, script and the
-hyperparameters that differ between runs of that script, so the runs of a group differ only in their seed. Each game
-gets a panel of episodic return against global step and one against wall-clock time (mean over seeds, +-1 std band);
-the table gives each configuration's final return (per seed the mean of its last 100 episodes) and runtime.
-"""
+"""Learning curves and a results table from the TensorBoard logs of finished runs, grouped by env id, script and the
+hyperparameters that differ, so that a group's runs differ only in their seed (README: Sweeps and plots)."""
 
 from __future__ import annotations
 
@@ -17,6 +9,7 @@ import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 import tyro
@@ -50,8 +43,7 @@ class Args:
     """only these env ids; default: all"""
 
 
-# logged settings that do not make two runs different configurations (nor do those the script computes from its
-# flags: `computed_settings`); any other that differs between runs of one script splits them into groups
+# logged settings that do not make two runs different configurations (nor do those the script computes)
 NOT_CONFIGURATION = frozenset(
     "seed exp_name env_id run_name runs_dir track wandb_project_name wandb_entity capture_video save_model "
     "progress_bar checkpoint_interval resume dist_timeout rank local_rank".split()
@@ -85,8 +77,8 @@ def parse_run_name(name: str) -> tuple[str, str, int] | None:
 
 
 def find_run_dirs(roots: list[str]) -> list[tuple[str, str]]:
-    """(run directory, run name) of every folder holding event files under the roots; the run name is the path
-    relative to its root (so `ALE/Breakout-v5__ppo__1__1700000000` keeps its env id)."""
+    """(run directory, run name: its path under its root, e.g. `ALE/Breakout-v5__ppo__1__1700000000`) of every
+    folder holding event files under the roots."""
     found: dict[str, tuple[str, str]] = {}
     for root in roots:
         if not os.path.isdir(root):
@@ -114,55 +106,43 @@ def parse_hyperparameters(text: str) -> dict[str, str]:
     return params
 
 
-def run_identity(hyperparameters: dict[str, str], name: str) -> tuple[str, str, int]:
-    """(env id, exp name, seed) from the logged hyperparameters, else from the folder name, else ("", "", 0)."""
-    try:
-        return hyperparameters["env_id"], hyperparameters["exp_name"], int(hyperparameters["seed"])
-    except (KeyError, ValueError):
-        return parse_run_name(name) or ("", "", 0)
-
-
-class DamagedFiles(logging.Handler):
+@contextlib.contextmanager
+def damaged_files() -> Iterator[list[str]]:
     """Inside `with`: the event files whose reading stopped at a damaged record (cut short, or bytes changed: its
     checksum fails), which TensorBoard says only in a debug message before it uses what came before."""
+    paths: list[str] = []
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.paths: list[str] = []
-        self.logger = logging.getLogger("tensorboard")
-
-    def emit(self, record: logging.LogRecord) -> None:
+    def note(record: logging.LogRecord) -> bool:
         if str(record.msg).startswith("Truncated record in") and record.args:
-            self.paths.append(str(record.args[0]))
+            paths.append(str(record.args[0]))
+        return True
 
-    def __enter__(self) -> list[str]:
-        self.level = self.logger.level
-        self.logger.addHandler(self)
-        self.logger.setLevel(logging.DEBUG)
-        return self.paths
-
-    def __exit__(self, *exc_info) -> None:
-        self.logger.removeHandler(self)
-        self.logger.setLevel(self.level)
-
-
-def last_step(event_file: str) -> int | None:
-    """The step of the last scalar in one event file, None if it holds none."""
-    return max((e.step for e in LegacyEventFileLoader(event_file).Load() if e.HasField("summary")), default=None)
+    logger = logging.getLogger("tensorboard")
+    level = logger.level
+    logger.addFilter(note)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield paths
+    finally:
+        logger.removeFilter(note)
+        logger.setLevel(level)
 
 
 def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
     """The run's curve of `tag` (`name`: its folder name under the searched root), or why it has none; a warning for
-    each of its event files that is damaged, naming the step where its data ends."""
+    each damaged event file, naming the step where its data ends."""
     events = EventFollower(path, tag)
-    with DamagedFiles() as damaged:
+    with damaged_files() as damaged:
         events.poll()
     for event_file in dict.fromkeys(damaged):
-        step = last_step(event_file)
+        step = max((e.step for e in LegacyEventFileLoader(event_file).Load() if e.HasField("summary")), default=None)
         where = "before its first step" if step is None else f"at step {step}"
         print(f"warning: {event_file} is damaged (cut short or changed): its data ends {where}", file=sys.stderr)
     hyperparameters = parse_hyperparameters(events.texts.get("hyperparameters/text_summary", ""))
-    env_id, exp_name, seed = run_identity(hyperparameters, name)
+    try:  # the run's identity as it logged it, else from its folder name
+        env_id, exp_name, seed = hyperparameters["env_id"], hyperparameters["exp_name"], int(hyperparameters["seed"])
+    except (KeyError, ValueError):
+        env_id, exp_name, seed = parse_run_name(name) or ("", "", 0)
     if tag not in events.tags:
         return f"no {tag} logged ({'its events file is damaged' if damaged else 'no episode finished?'})"
     start = events.file_starts[0]
@@ -180,8 +160,8 @@ def load_run(path: str, tag: str, name: str = "") -> RunCurve | str:
 
 
 def configuration_labels(runs: list[RunCurve]) -> dict[str, str]:
-    """Label of each run (by path): its exp_name, plus `key=value` for every hyperparameter that differs between
-    the runs of that exp_name (over all env ids, so a configuration keeps its label and color in every panel)."""
+    """Label of each run (by path): its exp_name, plus `key=value` for every hyperparameter that differs between the
+    runs of that exp_name (over all env ids, so a configuration keeps its label and color in every panel)."""
     by_script: dict[str, list[RunCurve]] = defaultdict(list)
     for run in runs:
         by_script[run.exp_name].append(run)
@@ -252,17 +232,13 @@ def mean_and_std(runs: list[RunCurve], x: str, window: int, num_points: int):
     return grid, ys.mean(axis=0), ys.std(axis=0)
 
 
-def final_returns(runs: list[RunCurve], last: int) -> np.ndarray:
-    return np.array([r.values[-last:].mean() for r in runs])
-
-
 def results_table(groups: dict[tuple[str, str], list[RunCurve]], last: int) -> str:
     lines = [
         f"| env id | configuration | seeds | final return (mean ± std, last {last} episodes) | runtime (mean ± std) |",
         "|---|---|---|---|---|",
     ]
     for (env_id, label), runs in groups.items():
-        finals = final_returns(runs, last)
+        finals = np.array([r.values[-last:].mean() for r in runs])
         runtimes = np.array([r.runtime for r in runs])
         seeds = len({r.seed for r in runs})  # a copied run is a second run of its seed, not a second seed
         counted = f"{seeds} ({len(runs)} runs)" if len(runs) > seeds else f"{seeds}"
@@ -284,8 +260,7 @@ def import_pyplot():
 
 
 def draw(groups: dict[tuple[str, str], list[RunCurve]], args: Args, plt):
-    """One pair of panels per game (return vs steps above, vs wall-clock time below), at most 4 games a row; one
-    curve per configuration."""
+    """Two panels per game (return vs steps, vs wall-clock time), 4 games a row at most; a curve per configuration."""
     env_ids = sorted({env_id for env_id, _ in groups})
     labels = sorted({label for _, label in groups})
     colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}

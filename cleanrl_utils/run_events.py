@@ -1,7 +1,5 @@
-"""A run's TensorBoard scalars read while the run writes them (for the tuner, which scores and prunes runs as they
-go): one tag's points with their step and wall-clock time, and how far the run has logged, across the event files
-of every attempt of the run (a resumed attempt drops what the cut one logged after its checkpoint, as TensorBoard
-does)."""
+"""A run's TensorBoard scalars, read while the run writes them, across the event files of all its attempts (a resumed
+attempt drops what the cut one logged after its checkpoint, as TensorBoard does)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""A training script's shape, read from the script itself and never from its file name: its `Args` (flags,
-defaults, the fields it computes at runtime), how it starts (`start_run`: a process that continues runs;
-`start_rank_run`: one rank of a torchrun job, which continues runs too), which envs it takes (its
-`check_env_id(..., atari=...)` call) and its `Agent`. A copy of a script under any name, with its own network or
-fields, is read the same way. The runner, the tuner, the submission tools, the hub and the eval read scripts here.
-"""
+"""A training script's shape, read from the script itself and never from its file name (so a copy under any name
+is read the same way): its `Args`, how it starts, which envs it takes, and its module."""
 
 from __future__ import annotations
 
@@ -34,12 +30,9 @@ def find_script(script: str) -> Optional[str]:
 class Script:
     """What a tool needs to know of a training script."""
 
-    path: str
-    """its absolute path"""
-    start: Optional[str]
-    """the cleanrl_utils call it starts its run with (`start_run`, `start_rank_run`), or None"""
-    atari: Optional[bool]
-    """what its `check_env_id(..., atari=...)` asks of the env id: Atari games only (True), none (False), or None"""
+    path: str  # its absolute path
+    start: Optional[str]  # the cleanrl_utils call it starts its run with (`start_run`, `start_rank_run`), or None
+    atari: Optional[bool]  # its `check_env_id(..., atari=...)`: Atari games only (True), none (False), or either
 
     @property
     def resumes(self) -> bool:
@@ -52,12 +45,8 @@ class Script:
         return bool(STARTS.get(self.start))
 
     @property
-    def module(self) -> ModuleType:
-        return load_module(self.path)
-
-    @property
     def args_type(self) -> type:
-        return self.module.Args
+        return load_module(self.path).Args
 
     def has_field(self, name: str) -> bool:
         return any(f.name == name for f in dataclasses.fields(self.args_type))
@@ -77,8 +66,8 @@ def called_name(call: ast.Call) -> str:
 
 @functools.lru_cache(maxsize=None)
 def read_script(script: str) -> Optional[Script]:
-    """The shape of `script` (a path; see `find_script`), or None when it is not found or is not a script of this
-    project's shape (an `Args` dataclass and an `if __name__ == "__main__":` block, so that loading it runs nothing)."""
+    """The shape of `script` (see `find_script`), or None when it is not found or lacks an `Args` class or an
+    `if __name__ == "__main__":` block (so that loading it runs nothing)."""
     path = find_script(script)
     if path is None:
         return None

@@ -1,19 +1,9 @@
-"""Evaluate a trained model: the return of N full episodes, and with `--capture-video` a video of each (docs/sharing.md).
-
-    python -m cleanrl_utils.evals.ppo_eval --model-path runs/RUN/ppo_atari.cleanrl_model --eval-episodes 10
-    python -m cleanrl_utils.evals.ppo_eval --hf-repository cleanrl/BreakoutNoFrameskip-v4-ppo_atari-seed1
-
-The model is a `.cleanrl_model`, a run's `checkpoint.pt` or CleanRL's own model file (`model_file.py`); the network is
-the `Agent` of the script that trained it. An Atari game is played through the training wrappers, and its return is
-the raw game score over all lives. A copied and modified script evaluates its own network from Python, as in CleanRL:
-
-    from cleanrl_utils.evals.ppo_eval import evaluate
-    returns = evaluate(model_path, args.env_id, eval_episodes=10, Model=Agent, device=device)
+"""Evaluate a trained model over N full episodes, and with `--capture-video` record each (docs/sharing.md). A copied
+and modified script evaluates its own network as in CleanRL: `evaluate(model_path, env_id, Model=Agent, device=device)`.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 import time
@@ -61,15 +51,10 @@ class Args:
     """the videos' folder (default: `videos/` beside the model file; for --hf-repository, `videos/` here)"""
 
 
-def trained_in_bf16(checkpoint: dict) -> bool:
-    """Whether the model was trained with --bf16 (saved by --save-model, or a run's checkpoint.pt settings)."""
-    return bool(checkpoint.get("bf16", (checkpoint.get("settings") or {}).get("bf16", False)))
-
-
 def play_as_trained(agent: torch.nn.Module, checkpoint: dict, path: str) -> None:
-    """A --bf16 model plays as it trained: its network under bfloat16 autocast (the scripts' `Agent.bf16`); a network
-    without that switch plays in float32, with a note."""
-    if not trained_in_bf16(checkpoint):
+    """A --bf16 model (its file's flag, or a checkpoint.pt's settings) plays as it trained: its network under bfloat16
+    autocast (the scripts' `Agent.bf16`); a network without that switch plays in float32, with a note."""
+    if not checkpoint.get("bf16", (checkpoint.get("settings") or {}).get("bf16", False)):
         return
     if hasattr(agent, "bf16"):
         agent.bf16 = True
@@ -122,6 +107,7 @@ class GameRecorder(gym.Wrapper):
 
     def __init__(self, env: gym.Env, folder: str):
         super().__init__(env)
+        # the writer of the game going on: opened at its first frame, when its size is known
         self.folder, self.writer, self.part = folder, None, os.path.join(folder, ".unfinished-game.mp4")
         self.ale = getattr(env.unwrapped, "ale", None)
         self.fps = 60 if self.ale is not None else env.metadata.get("render_fps", 30)  # the ALE runs at 60 Hz
@@ -129,7 +115,6 @@ class GameRecorder(gym.Wrapper):
     def reset(self, **kwargs: Any):
         result = self.env.reset(**kwargs)
         self._discard()  # a game that did not finish
-        self.writer = None  # opened at the first frame, when its size is known
         return result
 
     def step(self, action: Any):
@@ -139,13 +124,8 @@ class GameRecorder(gym.Wrapper):
             from moviepy.video.io.ffmpeg_writer import FFMPEG_VideoWriter
 
             os.makedirs(self.folder, exist_ok=True)
-            self.writer = FFMPEG_VideoWriter(
-                self.part,
-                (frame.shape[1], frame.shape[0]),
-                self.fps,
-                codec="libx264",
-                ffmpeg_params=["-pix_fmt", "yuv420p"],
-            )  # the players' pixel format
+            size, pixels = (frame.shape[1], frame.shape[0]), ["-pix_fmt", "yuv420p"]  # the players' pixel format
+            self.writer = FFMPEG_VideoWriter(self.part, size, self.fps, codec="libx264", ffmpeg_params=pixels)
         self.writer.write_frame(frame)
         return result
 
@@ -184,11 +164,6 @@ def attach_recorder(env: gym.Env, folder: str) -> GameRecorder:
     return recorder
 
 
-def make_classic_env(env_id: str, render_mode: Optional[str] = None) -> gym.Env:
-    """The single env of a classic-control evaluation; `info["episode"]` marks a finished episode."""
-    return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id, render_mode=render_mode))
-
-
 def pick_device(cuda: bool) -> torch.device:
     """CUDA when asked for and present; else the CPU, with a one-line note when CUDA was asked for."""
     if cuda and not torch.cuda.is_available():
@@ -211,13 +186,9 @@ def evaluate(
     script: Optional[str] = None,
     exp_name: Optional[str] = None,
 ) -> list[float]:
-    """Play `eval_episodes` full games with the saved model; returns their raw scores.
-
-    `Model(envs)` builds the network (default: the `Agent` of the script `agent_script` finds); like CleanRL's agents
-    it has `get_action_and_value(obs)`, and with `greedy` `actor(hidden(obs))` (Atari) or `actor(obs)` (classic).
-    `make_env(env_id)` builds the single env (default: the training scripts' wrappers). With `video_dir`, each game is
-    recorded to `video_dir/game{k}_return{return}.mp4`.
-    """
+    """Play `eval_episodes` full games with the saved model; returns their raw scores. `Model(envs)` builds the
+    network (default: the `Agent` of the script `agent_script` finds), `make_env(env_id)` the single env (default: the
+    training scripts' wrappers); with `video_dir` each game is recorded to `video_dir/game{k}_return{return}.mp4`."""
     checkpoint = load_checkpoint(model_path)
     env_id = env_id or checkpoint.get("env_id")
     if env_id is None:
@@ -231,10 +202,10 @@ def evaluate(
         Model = load_module(trained_by).Agent
     if video_dir and not atari:  # pygame draws a classic-control env's frames
         check_extra("pygame", "--capture-video of a classic-control env", "video")
-    if make_env is None:
-        frames = "rgb_array" if video_dir else None  # a classic env draws its frames only when asked to
-        make_env = make_atari_env if atari else functools.partial(make_classic_env, render_mode=frames)
-    env = make_env(env_id)
+    if make_env is not None or atari:
+        env = (make_env or make_atari_env)(env_id)
+    else:  # a classic env draws its frames only when asked to; `info["episode"]` marks a finished episode
+        env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id, render_mode="rgb_array" if video_dir else None))
     recorder = attach_recorder(env, video_dir) if video_dir else None
     # the agents read the spaces of a vector env: give the single env the same attributes
     env.single_action_space = env.action_space
