@@ -62,11 +62,6 @@ def param_spec(text: str) -> tuple[str, Callable[[Any], Any]]:
     return name, lambda trial: trial.suggest_float(name, values[0], values[1], log=kind == "loguniform")
 
 
-def params_function(specs: list[str]) -> Callable[[Any], dict[str, Any]]:
-    parsed = [param_spec(s) for s in specs]
-    return lambda trial: {name: suggest(trial) for name, suggest in parsed}
-
-
 def target_scores_of(specs: list[str]) -> dict[str, Optional[list[float]]]:
     """`ENV=MIN,MAX` (or `ENV` alone: raw scores, one env only) -> CleanRL's target_scores."""
     targets: dict[str, Optional[list[float]]] = {}
@@ -138,10 +133,10 @@ def tuner_of(args: Args) -> Tuner:
     else:
         pruner = optuna.pruners.NopPruner()
     sampler = {"tpe": optuna.samplers.TPESampler, "random": optuna.samplers.RandomSampler}[args.sampler]
-    given = dict(target_scores=target_scores_of(args.target_scores), params_fn=params_function(args.params))
-    given.update(sampler=sampler(seed=args.sampler_seed), pruner=pruner)
     same = {f.name: getattr(args, f.name) for f in dataclasses.fields(Tuner)}
-    return Tuner(**{**same, **given})
+    same.update(target_scores=target_scores_of(args.target_scores), sampler=sampler(seed=args.sampler_seed))
+    parsed = [param_spec(s) for s in args.params]
+    return Tuner(**{**same, "pruner": pruner, "params_fn": lambda trial: {n: suggest(trial) for n, suggest in parsed}})
 
 
 SLURM_SWITCHES = ("--slurm-wait", "--no-slurm-wait", "--slurm-submit", "--no-slurm-submit")  # flags without a value
@@ -181,7 +176,6 @@ def run_slurm(args: Args, argv: list[str], tuner: Tuner) -> int:
         partition=args.slurm_partition,
         log_dir=os.path.join(tuner.study_dir, "slurm"),
         time_minutes=args.slurm_time,
-        signal_seconds=slurm.time_limit_signal(args.slurm_time),
     )
     values = {**slurm.template_values(job), "command": job.run}
     path = os.path.join(tuner.study_dir, f"{tuner.study_name}.sbatch")
