@@ -1,11 +1,5 @@
-"""Run a script over a grid of env ids x seeds: locally N at a time, or as a Slurm job array (docs/cluster.md).
-
-Every run of the grid is ``{command} --env-id {env_id} --seed {seed}``, and for a script that continues runs
-(cleanrl/ppo*.py) also ``--run-name {env_id}__{exp_name}__{seed} --resume auto``: started again (or requeued
-on Slurm), the grid skips the runs that are complete and continues the cut ones from their last checkpoint.
-
-    python -m cleanrl_utils.benchmark --env-ids CartPole-v1 Acrobot-v1 --command "python cleanrl/ppo.py" --workers 4
-"""
+"""Run a script over a grid of env ids x seeds, locally N at a time or as a Slurm job array; a script that continues
+runs gets a run name and `--resume auto`, so a grid started again skips or continues its runs (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +23,7 @@ from cleanrl_utils.launch.runs import SWEEP_FLAGS, check_command, check_positive
 from cleanrl_utils.progress import Progress
 from cleanrl_utils.validation import check_name, fail
 
-# How many lines of a failed run's log the runner prints.
-LOG_TAIL_LINES = 15
+LOG_TAIL_LINES = 15  # of a failed run's log
 POLL_S = 0.1
 
 
@@ -92,12 +85,11 @@ class Run:
 
 
 def script_name(command: str) -> str:
-    """The name of the program a command runs, e.g. `ppo` for `python cleanrl/ppo.py --x 1`."""
+    """The program a command runs, e.g. `ppo` for `python cleanrl/ppo.py --x 1` (`-m` a module's last part)."""
     tokens = shlex.split(command)
     for token in tokens:
         if token.endswith(".py"):
             return os.path.splitext(os.path.basename(token))[0]
-    # `python -m package.module` runs the module; otherwise name the first non-assignment word
     if "-m" in tokens[:-1]:
         return tokens[tokens.index("-m") + 1].rsplit(".", 1)[-1]
     words = [t for t in tokens if "=" not in t]
@@ -164,13 +156,11 @@ def slurm_job(args: Args, job_name: str) -> slurm.ArrayJob:
         log_dir=args.log_dir,
         time_minutes=args.slurm_time,
         run_names=tuple(n for n in (sweep_run_of(tokens, e, s) for e, s in grid(args)) if n),
-        signal_seconds=slurm.time_limit_signal(args.slurm_time),
     )
 
 
 def run_slurm(args: Args) -> int:
-    """The grid as a job array (see cleanrl_utils/launch/slurm.py); the one-GPU template also runs the command as
-    typed by `--slurm-ntasks` tasks."""
+    """The grid as a job array; the one-GPU template runs the command as typed in `--slurm-ntasks` tasks."""
     job_name = args.slurm_job_name or script_name(args.command)
     values = {
         **slurm.template_values(slurm_job(args, job_name)),
@@ -185,10 +175,9 @@ def run_slurm(args: Args) -> int:
 
 
 def run_env(workers: int) -> dict[str, str]:
-    """The runs' environment: unbuffered Python output (live logs), and unless the caller set OMP_NUM_THREADS,
-    the CPUs shared out between the parallel runs so N runs do not each start a thread per core."""
+    """Unbuffered output (live logs) and, unless set, OMP_NUM_THREADS: the usable cores shared between the runs."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // workers)))  # the cores this process may use
+    env.setdefault("OMP_NUM_THREADS", str(max(1, usable_cores() // workers)))
     return env
 
 
@@ -208,17 +197,9 @@ def exit_code_text(run: Run) -> str:
 
 
 def print_summary(runs: list[Run]) -> None:
-    header = ("run", "exit code", "duration", "log")
-    rows = [
-        (
-            r.name,
-            exit_code_text(r),
-            "" if r.process is None else f"{r.duration:.1f}s",
-            "" if r.process is None else r.log_path,
-        )
-        for r in runs
-    ]
-    print_table(header, rows)
+    ran = {r.name: (f"{r.duration:.1f}s", r.log_path) for r in runs if r.process is not None}
+    rows = [(r.name, exit_code_text(r), *ran.get(r.name, ("", ""))) for r in runs]
+    print_table(("run", "exit code", "duration", "log"), rows)
 
 
 def run_all(runs: list[Run], workers: int) -> bool:
@@ -231,11 +212,8 @@ def run_all(runs: list[Run], workers: int) -> bool:
         progress.advance(done - progress.steps, {"running": len(running), "failed": failed})
         progress.write(f"[{done}/{len(runs)} done, {len(running)} running, {failed} failed] {event}")
 
-    def stop(signum, frame):  # Ctrl-C, and SIGTERM (a scheduler, `kill`), stop the grid
-        raise KeyboardInterrupt
-
-    # installed explicitly: a shell starts background jobs with SIGINT ignored, and Python keeps that
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    # Ctrl-C and SIGTERM stop the grid; SIGINT too is set: a shell starts background jobs with it ignored
+    previous = {s: signal.signal(s, signal.default_int_handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         while pending or running:
             while pending and len(running) < workers:

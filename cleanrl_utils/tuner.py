@@ -1,10 +1,5 @@
-"""Hyperparameter tuning with Optuna, with CleanRL's interface (`Tuner(...)`, `tune(num_trials, num_seeds)`, from
-cleanrl_utils/tuning/trials.py), and its command line (docs/tuning.md):
-
-    python -m cleanrl_utils.tuner --script cleanrl/ppo.py --target-scores CartPole-v1=0,500 \\
-        --params "learning-rate=loguniform(3e-4,3e-3)" "num-minibatches=choice(1,2,4)" total-timesteps=50000 \\
-        --num-trials 20 --num-seeds 2 --workers 2
-"""
+"""Hyperparameter tuning with Optuna: CleanRL's `Tuner` (cleanrl_utils/tuning/trials.py) and its command line,
+`python -m cleanrl_utils.tuner --script cleanrl/ppo.py --params ...` (docs/tuning.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +15,7 @@ import tyro
 
 from cleanrl_utils.launch import slurm
 from cleanrl_utils.launch.runs import check_positive
-from cleanrl_utils.tuning.scores import Aggregation, Objective
-from cleanrl_utils.tuning.trials import Direction, Tuner
+from cleanrl_utils.tuning.trials import Tuner
 from cleanrl_utils.validation import fail
 
 __all__ = ["Tuner", "main"]
@@ -68,11 +62,6 @@ def param_spec(text: str) -> tuple[str, Callable[[Any], Any]]:
     return name, lambda trial: trial.suggest_float(name, values[0], values[1], log=kind == "loguniform")
 
 
-def params_function(specs: list[str]) -> Callable[[Any], dict[str, Any]]:
-    parsed = [param_spec(s) for s in specs]
-    return lambda trial: {name: suggest(trial) for name, suggest in parsed}
-
-
 def target_scores_of(specs: list[str]) -> dict[str, Optional[list[float]]]:
     """`ENV=MIN,MAX` (or `ENV` alone: raw scores, one env only) -> CleanRL's target_scores."""
     targets: dict[str, Optional[list[float]]] = {}
@@ -89,11 +78,20 @@ def target_scores_of(specs: list[str]) -> dict[str, Optional[list[float]]]:
 
 
 @dataclass
-class Args:
+class Args(Tuner):
+    # CleanRL's arguments as flags (the rest are the Tuner's own fields, with their help)
     script: str = "cleanrl/ppo.py"
     """the training script whose flags are tuned"""
+    metric: str = "charts/episodic_return"
+    """the TensorBoard scalar that scores a run"""
     target_scores: list[str] = field(default_factory=lambda: ["CartPole-v1=0,500"])
     """the env ids and their score range for the normalisation, `ENV=MIN,MAX` (`ENV` alone: raw score, one env)"""
+    params_fn: tyro.conf.Suppress[Optional[Callable]] = None
+    sampler: Literal["tpe", "random"] = "tpe"
+    """`tpe` or `random`"""
+    pruner: Literal["median", "none"] = "median"
+    """`median` (Optuna's MedianPruner) or `none`"""
+    wandb_kwargs: tyro.conf.Suppress[Optional[dict]] = None
     params: list[str] = field(default_factory=list)
     """the script's flags: `NAME=VALUE` (fixed), `NAME=uniform(a,b)`, `NAME=loguniform(a,b)`, `NAME=int(a,b)`,
     `NAME=choice(a,b,...)` (names without `--`, e.g. `learning-rate=loguniform(3e-4,3e-3)`)"""
@@ -101,42 +99,12 @@ class Args:
     """the trials the study ends with (COMPLETE or PRUNED; interrupted and failed ones do not count)"""
     num_seeds: int = 2
     """the seeds each trial runs per env id (1, 2, ...)"""
-    workers: int = 1
-    """trials at a time on this machine; the cores are split between them"""
-    metric: str = "charts/episodic_return"
-    """the TensorBoard scalar that scores a run"""
-    metric_last_n_average_window: int = 50
-    """a run's score: the mean of its last this many points of the metric"""
-    direction: Direction = "maximize"
-    """`maximize` or `minimize` the score"""
-    aggregation_type: Aggregation = "average"
-    """how the envs' normalised scores combine: average, median, max or min"""
-    objective: Objective = "score"
-    """`score` (at the end of each run), `score_in_time` (reached within --time-budget seconds of each run) or
-    `time_auc` (the mean score over the first --time-budget seconds)"""
-    time_budget: Optional[float] = None
-    """seconds of running per run, for the time objectives (each run is stopped at its budget)"""
-    report_every: Optional[float] = None
-    """report to the pruner every this many steps (seconds for the time objectives); default: a tenth of a run"""
-    pruner: Literal["median", "none"] = "median"
-    """`median` (Optuna's MedianPruner) or `none`"""
     pruner_startup_trials: int = 5
     """the median pruner prunes nothing until this many trials completed"""
     pruner_warmup_steps: int = 0
     """the median pruner prunes no trial before this step (seconds for the time objectives)"""
-    sampler: Literal["tpe", "random"] = "tpe"
-    """`tpe` or `random`"""
     sampler_seed: Optional[int] = None
     """the sampler's seed"""
-    storage: Optional[str] = None
-    """an Optuna storage URL; default: SQLite in the study folder; `journal`: a journal file there (several tuner
-    processes, e.g. Slurm array tasks, over a shared filesystem)"""
-    study_name: str = ""
-    """the study's name and folder; default: SCRIPT__ENV_IDS"""
-    studies_dir: str = "studies"
-    """the folder of the study folders (runs, storage)"""
-    cores: Optional[int] = None
-    """the cores the trials share; default: those this process may use"""
     slurm_template_path: Optional[str] = None
     """an sbatch template (benchmark/slurm_tune.template): run the study as a Slurm job array of tuner processes
     sharing a journal storage"""
@@ -153,6 +121,9 @@ class Args:
     slurm_submit: bool = True
     """submit the rendered script with sbatch (else only write it)"""
 
+    def __post_init__(self) -> None:  # the flags as given: tuner_of makes the Tuner of them
+        pass
+
 
 def tuner_of(args: Args) -> Tuner:
     import optuna
@@ -162,10 +133,10 @@ def tuner_of(args: Args) -> Tuner:
     else:
         pruner = optuna.pruners.NopPruner()
     sampler = {"tpe": optuna.samplers.TPESampler, "random": optuna.samplers.RandomSampler}[args.sampler]
-    given = dict(target_scores=target_scores_of(args.target_scores), params_fn=params_function(args.params))
-    given.update(sampler=sampler(seed=args.sampler_seed), pruner=pruner)
-    same = {f.name: getattr(args, f.name) for f in dataclasses.fields(Tuner) if hasattr(args, f.name)}
-    return Tuner(**{**same, **given})
+    same = {f.name: getattr(args, f.name) for f in dataclasses.fields(Tuner)}
+    same.update(target_scores=target_scores_of(args.target_scores), sampler=sampler(seed=args.sampler_seed))
+    parsed = [param_spec(s) for s in args.params]
+    return Tuner(**{**same, "pruner": pruner, "params_fn": lambda trial: {n: suggest(trial) for n, suggest in parsed}})
 
 
 SLURM_SWITCHES = ("--slurm-wait", "--no-slurm-wait", "--slurm-submit", "--no-slurm-submit")  # flags without a value
@@ -185,8 +156,7 @@ def without_slurm_flags(argv: list[str]) -> list[str]:
 
 
 def run_slurm(args: Args, argv: list[str], tuner: Tuner) -> int:
-    """A job array of tuner processes on one study in a journal file (the one storage that a shared filesystem
-    serves to processes on several nodes)."""
+    """A job array of tuner processes on one study in a journal file (a storage a shared filesystem can serve)."""
     if args.storage not in (None, "journal") and not args.storage.startswith("journal:"):
         fail(f"--storage {args.storage}: a Slurm array shares its study through a journal file; use --storage journal")
     if not os.path.isfile(args.slurm_template_path):
@@ -206,7 +176,6 @@ def run_slurm(args: Args, argv: list[str], tuner: Tuner) -> int:
         partition=args.slurm_partition,
         log_dir=os.path.join(tuner.study_dir, "slurm"),
         time_minutes=args.slurm_time,
-        signal_seconds=slurm.time_limit_signal(args.slurm_time),
     )
     values = {**slurm.template_values(job), "command": job.run}
     path = os.path.join(tuner.study_dir, f"{tuner.study_name}.sbatch")

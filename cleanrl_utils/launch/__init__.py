@@ -1,2 +1,1 @@
-"""What the sweep runner (`python -m cleanrl_utils.benchmark`) and cluster submission (`cleanrl_utils/submit_exp.py`:
-Slurm, AWS Batch, local nodes) share: run names, node commands, process groups, Slurm scripts."""
+"""What the sweep runner, the tuner and cluster submission share: run names, node commands, processes, Slurm."""

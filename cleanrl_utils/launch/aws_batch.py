@@ -1,5 +1,4 @@
-"""The AWS Batch provider of `submit_exp.py`: a job definition and one job per seed (a multi-node parallel job with
-`--num-nodes` > 1), sent with boto3 or, with `--dry-run`, printed as the requests' JSON."""
+"""The AWS Batch provider of `submit_exp.py`: a job definition and a job per seed, sent with boto3 or printed."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ EFS_VOLUME = "runs"
 
 
 def efs_volume(args: Args) -> dict:
-    """The EFS volume of the run folders: encrypted in transit (which an access point and IAM authorization need),
-    mounted through the access point if one is given (it sets the root directory), else at --efs-root-directory."""
+    """The run folders' EFS volume, encrypted in transit (as an access point needs), through the access point if any."""
     config: dict = {"fileSystemId": args.efs_file_system_id, "transitEncryption": "ENABLED"}
     if args.efs_access_point_id:
         config["authorizationConfig"] = {"accessPointId": args.efs_access_point_id, "iam": "ENABLED"}
@@ -28,8 +26,7 @@ def efs_volume(args: Args) -> dict:
 
 
 def retry_strategy(num_retries: int) -> dict:
-    """Retry what the infrastructure did (a reclaimed spot instance or a lost host: status reason `Host EC2 ...`,
-    whatever the exit code), exit at once on the script's own errors, retry anything else (a kill, a crash)."""
+    """Retry a lost host (`Host EC2 ...`) whatever the exit code, and a kill or crash; not the script's own errors."""
     if num_retries == 0:
         return {"attempts": 1}
     rules = [{"onStatusReason": "Host EC2*", "action": "RETRY"}]
@@ -39,7 +36,7 @@ def retry_strategy(num_retries: int) -> dict:
 
 
 def aws_requests(args: Args, job: Job, key: Optional[str]) -> list[tuple[str, dict]]:
-    """The RegisterJobDefinition request and one SubmitJob request per seed, as botocore operation name + params."""
+    """The RegisterJobDefinition request and a SubmitJob request per seed, as (botocore operation, params)."""
     resources = [{"type": "VCPU", "value": str(job.node.vcpus)}, {"type": "MEMORY", "value": str(job.node.memory_mib)}]
     if job.node.gpus:
         resources.append({"type": "GPU", "value": str(job.node.gpus)})
@@ -100,7 +97,7 @@ def envs_per_node(job: Job) -> int:
 
 
 def aws_notes(args: Args, job: Job) -> list[str]:
-    """What the user may not have meant: cores left idle, run folders that will be lost, what must exist already."""
+    """What the user may not have meant: idle cores, run folders that will be lost, what must exist already."""
     notes = [
         f"the job queue {args.job_queue!r} and the image {args.docker_image!r} must exist in the account "
         "(this tool registers a job definition and submits jobs, nothing more)"

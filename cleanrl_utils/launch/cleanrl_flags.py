@@ -1,7 +1,5 @@
-"""CleanRL's own command lines for its runner (`benchmark.py`) and its submission tool (`submit_exp.py`), read here:
-a flag this project renamed is taken under its new name when it means the same (a unit converted where the two
-differ only in it), else one line names the flag to use; a flag that carries a secret (a key, a token) stops with
-one line that never shows its value (tyro's error box would print it back)."""
+"""CleanRL's command lines for `benchmark.py` and `submit_exp.py`: its renamed flags taken under their new names (or
+answered in one line), and a flag carrying a secret refused in one line that never shows its value."""
 
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ from typing import Callable, Optional, Sequence, Union
 
 from cleanrl_utils.validation import fail
 
-# CleanRL's flag -> (this project's flag, its value from CleanRL's value and the whole command line), or the line
-# that says what to do instead
+# CleanRL's flag -> (this project's flag, its value of CleanRL's and the command line), or what to do instead
 Rename = tuple[str, Callable[[str, Sequence[str]], str]]
 Answer = Union[Rename, str]
 

@@ -39,13 +39,10 @@ INSTANCE_TYPES: dict[str, tuple[int, int, int]] = {
     "p3dn.24xlarge": (96, 768, 8),
     "p4d.24xlarge": (96, 1152, 8),
 }
-# share of an instance's memory a job asks for: the container agent and the OS keep the rest
-MEMORY_SHARE = 0.9
-# the environment variable the W&B key gets inside the job
-WANDB_ENV = "WANDB_API_KEY"
+MEMORY_SHARE = 0.9  # of an instance's memory, for a job: the container agent and the OS keep the rest
+WANDB_ENV = "WANDB_API_KEY"  # the W&B key's variable inside the job
 MASK = "***"
-# the scripts' own failures (`fail`: 1, a usage error: 2): a retry would fail the same way
-NO_RETRY_EXIT_CODES = (1, 2)
+NO_RETRY_EXIT_CODES = (1, 2)  # the scripts' own failures (`fail`, a usage error): a retry would fail the same way
 
 
 @dataclass
@@ -79,8 +76,6 @@ class Args:
     """the c10d rendezvous port on the main node (AWS); the local provider picks a free port, Slurm derives one"""
     wandb_key_env: Optional[str] = None
     """the name of your environment variable holding the W&B key; the job gets its value as WANDB_API_KEY"""
-
-    # AWS Batch
     job_definition: str = "cleanrl"
     """[aws] the job definition name (each submission registers a new revision)"""
     job_queue: str = "cleanrl"
@@ -108,8 +103,6 @@ class Args:
     """[aws] the folder of the file system to mount (without an access point)"""
     efs_runs_dir: str = "/mnt/runs"
     """[aws] where the EFS volume is mounted in the container; the runs get `--runs-dir` this"""
-
-    # Slurm
     slurm_script_path: Optional[str] = None
     """[slurm] where the sbatch script goes (unset: slurm/<job name>.sbatch); logs go next to it"""
     submit: bool = False
@@ -217,15 +210,13 @@ def wandb_key(args: Args) -> Optional[str]:
 
 
 def run_words(job: Job, seed: int) -> list[str]:
-    """What follows the script's arguments in one run: its seed and, for a script that continues runs, the run name
-    every attempt computes the same way and `--resume auto`."""
+    """A run's seed and, for a script that continues runs, its run name and `--resume auto`."""
     run_name = sweep_run_of(job.argv, None, seed)
     return ["--seed", str(seed), *(["--run-name", run_name, "--resume", "auto"] if run_name else [])]
 
 
 def retryable(exit_codes: list[int]) -> bool:
-    """A failed run is retried unless it failed on its own (exit code 1, or 2 for a usage error: bad input that
-    fails again); a signal (a kill, a lost node), a crash of the interpreter or a stop is retried."""
+    """Whether a failed run is retried: not on its own errors (exit codes 1, 2), else (a kill, a crash) yes."""
     return any(code not in (0, *NO_RETRY_EXIT_CODES) for code in exit_codes)
 
 

@@ -1,5 +1,4 @@
-"""The local provider of `submit_exp.py`: each run's nodes as processes on this machine, with the environment AWS
-Batch gives its nodes and a rendezvous on loopback; a failed run is retried as AWS Batch would."""
+"""The local provider of `submit_exp.py`: a run's nodes as processes here, with AWS Batch's environment and retries."""
 
 from __future__ import annotations
 
@@ -63,14 +62,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def run_nodes(nodes: list[tuple[list[str], dict[str, str]]], label: str) -> list[int]:
     """Start every node, wait for all; once one fails the others are stopped. Returns the exit codes."""
     procs, threads = [], []
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated submit_exp.py stops its nodes too
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated submit_exp.py stops its nodes too
     try:
         for index, (cmd, env) in enumerate(nodes):
             proc = subprocess.Popen(
@@ -99,8 +94,7 @@ def run_nodes(nodes: list[tuple[list[str], dict[str, str]]], label: str) -> list
 
 
 def run_local(args: Args, job: Job) -> None:
-    """Each seed's nodes in turn; a failed run is retried as on AWS Batch (`retryable`), up to --num-retries times,
-    with a new rendezvous: it resumes from its last checkpoint."""
+    """Each seed's nodes in turn; a failed run is retried (`retryable`) with a new rendezvous, from its checkpoint."""
     check_retries(args)
     key = wandb_key(args)
     failed = []

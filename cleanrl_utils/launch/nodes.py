@@ -1,5 +1,4 @@
-"""What one node of a (multi-node) torchrun job runs: one shell script for every provider (AWS Batch, the local
-simulated nodes and Slurm); only the variables naming the node differ."""
+"""What one node of a (multi-node) torchrun job runs: one shell script for every provider, but its node variables."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class NodeVars:
-    """A node's place in a multi-node job as shell expressions (used inside double quotes), and the setup lines
-    that define THIS_ADDR (this node's address) and, where not inherited, MAIN_ADDR (the rendezvous node's)."""
+    """A node's place in a job as shell expressions, and setup lines defining THIS_ADDR and MAIN_ADDR."""
 
     num_nodes: str
     node_rank: str
@@ -23,7 +21,7 @@ class NodeVars:
 
 
 def aws_node_vars(port: int) -> NodeVars:
-    """The variables AWS Batch sets on every node of a multi-node parallel job (the local provider sets them too)."""
+    """The variables AWS Batch (and the local provider) sets on every node of a multi-node job."""
     return NodeVars(
         num_nodes="$AWS_BATCH_JOB_NUM_NODES",
         node_rank="$AWS_BATCH_JOB_NODE_INDEX",
@@ -44,8 +42,7 @@ def slurm_node_addr(node: str) -> str:
 
 
 def slurm_node_vars() -> NodeVars:
-    """Slurm's view of a node in an `srun` step: the rendezvous runs on the allocation's first node, on a port
-    derived from the job id so that jobs sharing a node do not collide."""
+    """Slurm's node in an `srun` step: the rendezvous on the first node, on a port derived from the job id."""
     return NodeVars(
         num_nodes="$SLURM_NNODES",
         node_rank="$SLURM_NODEID",
@@ -72,11 +69,7 @@ def torch_launcher(python: Optional[str]) -> str:
 def node_command(
     run: str, *, num_nodes: int, nproc: int, torchrun: bool, python: Optional[str], launcher: str, nv: NodeVars
 ) -> str:
-    """The shell script one node runs for one run.
-
-    `run` is the script and its arguments as shell words, seed included (e.g. `ppo.py --seed "$SEED"`); `python`
-    the interpreter that runs it, None for a command that is a program itself (torchrun gets `--no-python`).
-    """
+    """The shell script one node runs: `run` (shell words) by `python`, or as a program itself for None."""
     if python is None:
         program, run = run, f"--no-python {run}"
     else:

@@ -1,5 +1,4 @@
-"""Logged child processes that lead their own process groups, so that what they started (torchrun's workers, env
-worker processes) stops with them: the runner's and the tuner's runs."""
+"""Logged child processes that lead their own process groups, so that what they start stops with them."""
 
 from __future__ import annotations
 
@@ -17,20 +16,15 @@ TERMINATE_GRACE_S = 10.0
 
 
 def own_group() -> dict[str, Any]:
-    """``subprocess.Popen`` arguments for a child that leads a process group of its own in this process's session.
-
-    Unlike ``start_new_session=True`` the child stays in this session, and so in its scheduling group where the
-    kernel groups tasks by session (Linux's autogroup, on by default in many distributions): it then competes with
-    this session's other processes thread for thread, not as a group of its own that gets its share of the cores
-    whatever the others run."""
+    """``Popen`` arguments for a child leading its own process group, in this session (so in the same autogroup of
+    the scheduler, not given a share of the cores of its own as ``start_new_session`` would)."""
     if sys.version_info >= (3, 11):
         return {"process_group": 0}
     return {"preexec_fn": os.setpgrp}  # setpgid(0, 0) in the child; Python 3.10 has no process_group
 
 
 def start_logged(command: Union[str, list[str]], log_path: str, env: dict[str, str], cwd=None) -> subprocess.Popen:
-    """Start `command` (a string: through the shell) leading its own process group, its output appended to
-    `log_path` after a `$ command` line (a run started again appends its next attempt)."""
+    """Start `command` (a string: through the shell) in its own group, its output appended to `log_path`."""
     with open(log_path, "a") as log:
         log.write(f"$ {command if isinstance(command, str) else shlex.join(command)}\n")
         log.flush()
@@ -70,11 +64,8 @@ def _group_alive(proc: subprocess.Popen) -> bool:
 
 
 def stop_process_groups(procs: list[subprocess.Popen], grace: float = TERMINATE_GRACE_S) -> list[int]:
-    """SIGTERM the process group of every process (a finished one may have left children behind), give them `grace`
-    seconds together, then SIGKILL what is left. Returns the exit codes.
-
-    The group, not just the process, is waited for: a shell that dies of the SIGTERM at once leaves its training
-    run still saving its checkpoint and writing its last lines."""
+    """SIGTERM every process's group, wait up to `grace` seconds for the groups (a shell dies first, its run still
+    saves its checkpoint), then SIGKILL what is left. Returns the exit codes."""
     for proc in procs:
         signal_group(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace

@@ -1,7 +1,5 @@
-"""torchrun that says what it waits for: `python -m cleanrl_utils.launch.rendezvous ARGS` runs `torchrun ARGS` and,
-while a multi-node rendezvous waits for nodes (torchrun itself prints nothing then), prints within 10 s and every 30 s
-how many nodes of how many have joined at which endpoint; when the join timeout passes (torchrun's `--rdzv-conf
-join_timeout=SECONDS`, default 600) it stops torchrun and ends with one line instead of torchrun's traceback."""
+"""`python -m cleanrl_utils.launch.rendezvous ARGS`: `torchrun ARGS` that says how many nodes joined while it waits,
+and ends with one line, not a traceback, at the join timeout (docs/multigpu.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ import sys
 import time
 from datetime import timedelta
 
-from cleanrl_utils.launch.runs import flag_value
+from cleanrl_utils.launch.cleanrl_flags import value_of
 
 
 def joined(endpoint: str, run_id: str) -> int | None:
@@ -39,11 +37,9 @@ def started_workers(pid: int) -> bool:
 
 
 def main(args: list[str]) -> int:
-    def option(name: str, default: str) -> str:  # torchrun's `--name`, also spelled with underscores
-        return flag_value(args, f"--{name}") or flag_value(args, f"--{name.replace('-', '_')}") or default
-
-    nodes = option("nnodes", "1").split(":")[-1]
-    endpoint, run_id, conf = option("rdzv-endpoint", ""), option("rdzv-id", "none"), option("rdzv-conf", "")
+    nodes = (value_of(args, "--nnodes") or "1").split(":")[-1]  # torchrun's flags, either spelling
+    endpoint, run_id = value_of(args, "--rdzv-endpoint") or "", value_of(args, "--rdzv-id") or "none"
+    conf = value_of(args, "--rdzv-conf") or ""
     timeout = float((re.findall(r"join_timeout=(\d+)", conf) or ["600"])[0])
     torchrun = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], start_new_session=True)
     began, said = time.monotonic(), -20.0

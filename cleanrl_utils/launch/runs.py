@@ -1,7 +1,4 @@
-"""The runs as the tools see them (the runner, the tuner, the submission tools, the hub, the plots): the names of the
-runs a sweep or a cluster job starts, whether a script can continue them, who holds a run folder now, the tools' own
-counts and output folders.
-"""
+"""The runs as the tools see them: sweep run names, who holds a run folder, the tools' counts and output folders."""
 
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ def check_positive(**counts: float) -> None:
 
 
 def holder(run_dir: str) -> Optional[str]:
-    """Who holds `run_dir` now ("host H, pid P, since T"), or None when no live process does (the lock is free, or
-    the folder has none). Reads only: the lock is tried on a read-only descriptor and let go at once."""
+    """Who holds `run_dir` now ("host H, pid P, since T"), or None; the lock is only tried, read-only."""
     try:
         fd = os.open(os.path.join(run_dir, LOCK_FILE), os.O_RDONLY)
     except OSError:
@@ -43,7 +39,7 @@ def holder(run_dir: str) -> Optional[str]:
 
 
 def holder_pid(held: str) -> Optional[int]:
-    """The pid of a holder of this host, from `holder`'s text; None for another host's (or one that did not say)."""
+    """The pid in `holder`'s text of a holder on this host, else None."""
     found = re.match(r"host (\S+), pid (\d+),", held)
     return int(found[2]) if found and found[1] == socket.gethostname() else None
 
@@ -58,8 +54,7 @@ def make_dir(path: str, what: str) -> None:
 
 
 def flag_value(tokens: Sequence[str], flag: str) -> Optional[str]:
-    """The value the words of a command give `flag` (`--flag value` or `--flag=value`; the last, as a script takes
-    it), or None."""
+    """The (last) value the words of a command give `flag` (`--flag value` or `--flag=value`), or None."""
     found = None
     for i, token in enumerate(tokens):
         if token == flag and i + 1 < len(tokens):
@@ -78,9 +73,7 @@ SWEEP_FLAGS = {
 
 
 def check_command(tokens: Sequence[str], set_by_tool: dict[str, str]) -> None:
-    """A command a tool starts, checked before it starts anything: it does not set a flag the tool adds to it
-    (`set_by_tool`: flag -> why), and its --exp-name (the runs' names are built from it) and --run-name are each one
-    folder name, as the script checks them."""
+    """A command a tool starts sets no flag the tool adds (`set_by_tool`: flag -> why), and folder names only."""
     for flag, why in set_by_tool.items():
         if any(t == flag or t.startswith(flag + "=") for t in tokens):
             fail(f"--command must not set {flag}: {why}")
@@ -91,8 +84,7 @@ def check_command(tokens: Sequence[str], set_by_tool: dict[str, str]) -> None:
 
 
 def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Optional[str]:
-    """The run name of one run of a submitted command (its words), or None when its script does not continue runs
-    (it then runs as typed). `env_id` None: the command's own --env-id, else the script's default game."""
+    """A run's name, or None when its script does not continue runs. `env_id` None: the command's or the default."""
     script = read_script(next((t for t in tokens if t.endswith(".py")), None) or "")
     if script is None or not script.resumes:
         return None
@@ -101,10 +93,8 @@ def sweep_run_of(tokens: Sequence[str], env_id: Optional[str], seed: int) -> Opt
 
 
 def check_script_flags(script: str, flags: Sequence[str]) -> bool:
-    """The flags of a command `python SCRIPT FLAGS`, parsed here by the script's own `Args` and range- and env-id-checked
-    as the script checks them, before anything is submitted: a bad flag is one error line now, not a failed job on a
-    cluster. A script that is not found here, or is not of this project's shape (script_shape.py), is left to the
-    cluster (False: nothing was checked)."""
+    """The flags of `python SCRIPT FLAGS` checked as the script checks them, before anything is submitted; False for
+    a script not of this project's shape here (nothing checked)."""
     shape = read_script(script)
     if shape is None:
         return False  # not a script of this project's shape: loading it here could run it
@@ -140,7 +130,7 @@ def check_script_flags(script: str, flags: Sequence[str]) -> bool:
 
 
 def print_table(header, rows) -> None:
-    """A Markdown table of strings, its columns padded to their widest cell (the runner's and the tuner's summaries)."""
+    """A Markdown table of strings, its columns padded to their widest cell."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for i, row in enumerate([header, *rows]):
         print("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")

@@ -1,12 +1,5 @@
-"""Slurm job arrays from sbatch templates: the one path behind the runner's
-`python -m cleanrl_utils.benchmark --slurm-template-path benchmark/slurm_multinode.template`, the tuner's
-`--slurm-template-path benchmark/slurm_tune.template` and `cleanrl_utils/submit_exp.py --provider slurm`.
-
-A template's `{{name}}` placeholders are filled from one `ArrayJob`; a line whose placeholder has no value is left
-out, so one template serves clusters with and without a setting (partition, GPUs, memory, time, ...). Jobs survive
-preemption and time limits: they are requeueable, get SIGUSR1 `signal_seconds` before the time limit (the run then
-checkpoints and the task is requeued), and continue their runs with `--resume auto` (docs/cluster.md).
-"""
+"""Slurm job arrays from sbatch templates, for the runner, the tuner and `submit_exp.py --provider slurm`: `{{name}}`
+placeholders filled from an `ArrayJob` (a line with an unset one left out); requeueable jobs (docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +23,7 @@ PLACEHOLDER = re.compile(r"{{\s*(\w+)\s*}}")
 
 @dataclass(frozen=True)
 class ArrayJob:
-    """One job array: a task per (env id, seed), env-major, or per seed when `env_ids` is empty (the env id is
-    then part of `run`)."""
+    """One job array: a task per (env id, seed), env-major, or per seed when `env_ids` is empty (then in `run`)."""
 
     name: str
     run: str  # the script and its arguments as shell words, without --env-id and --seed
@@ -49,15 +41,18 @@ class ArrayJob:
     log_dir: str = "."
     wandb_key_env: Optional[str] = None  # the submitting shell's variable holding the W&B key
     run_names: tuple[str, ...] = ()  # one per task, for a script that continues runs (`--resume auto`); else empty
-    signal_seconds: Optional[int] = None  # the time-limit warning (SIGUSR1) this many seconds before the limit
 
     @property
     def num_tasks(self) -> int:
         return max(1, len(self.env_ids)) * len(self.seeds)
 
+    @property
+    def signal_seconds(self) -> Optional[int]:
+        """When to warn a task (SIGUSR1) before its time limit: 5 minutes, or a third of a short limit."""
+        return None if self.time_minutes is None else min(300, self.time_minutes * 20)
 
-# sent by the batch script to itself before the time limit (`--signal=B:USR1@...`): SIGTERM to the step (the run
-# checkpoints and stops), then back to the queue, where the task continues its run
+
+# on SIGUSR1 before the time limit: SIGTERM to the step (the run checkpoints and stops), then back to the queue
 REQUEUE_TRAP = """requeue() {
     echo "time limit near: stopping the run at a checkpoint, then requeueing job $SLURM_JOB_ID"
     scancel --signal=TERM "$SLURM_JOB_ID"  # to the step's processes (srun itself would end the step at once)
@@ -68,22 +63,14 @@ REQUEUE_TRAP = """requeue() {
 trap requeue USR1"""
 
 
-def time_limit_signal(time_minutes: Optional[int]) -> Optional[int]:
-    """Seconds before the time limit to warn a task: 5 minutes, or a third of a short limit (Slurm signals up to a
-    minute early, the script needs one iteration to stop)."""
-    return None if time_minutes is None else min(300, time_minutes * 20)
-
-
 def task_args(job: ArrayJob) -> str:
-    """What follows the command in an array task: its env id and seed ($ENV_ID, $SEED) and, for a script that
-    continues runs, its run name ($RUN_NAME) and `--resume auto`."""
+    """What follows the command in a task: $ENV_ID, $SEED and, for a script that continues runs, $RUN_NAME."""
     words = (' --env-id "$ENV_ID"' if job.env_ids else "") + ' --seed "$SEED"'
     return words + (' --run-name "$RUN_NAME" --resume auto' if job.run_names else "")
 
 
 def node_script(job: ArrayJob) -> str:
-    """What each node of an array task runs; the task's env id, seed and run name come in as $ENV_ID, $SEED and
-    $RUN_NAME."""
+    """What each node of an array task runs."""
     run = job.run + task_args(job)
     return node_command(
         run,
@@ -149,7 +136,7 @@ def render(template: str, values: dict[str, Optional[str]]) -> str:
 
 
 def write_script(path: str, script: str, log_dir: str) -> None:
-    """Write the sbatch script and create the folder its tasks log to, or stop with a one-line error."""
+    """Write the sbatch script and make its tasks' log folder, or stop with a one-line error."""
     make_dir(log_dir, "the log folder")
     make_dir(os.path.dirname(path) or ".", "the folder of the sbatch script")
     try:
@@ -177,8 +164,7 @@ def submit(path: str, wait: bool, log_dir: str) -> int:
 
 
 def submit_array(template_path: str, values: dict, path: str, log_dir: str, what: str, send: bool, wait: bool) -> int:
-    """Fill the template, write the sbatch script at `path`, say `what` it runs, and submit it (`send`; else say
-    how)."""
+    """Fill the template, write the sbatch script at `path`, say `what` it runs, and submit it (`send`) or say how."""
     with open(template_path) as f:
         script = render(f.read(), values)
     write_script(path, script, log_dir)

@@ -1,5 +1,4 @@
-"""The Slurm provider of `submit_exp.py`: the runs as one job array (a task per seed) in an sbatch script, written,
-and submitted with `--submit`."""
+"""The Slurm provider of `submit_exp.py`: the runs as a job array (a task per seed), written and sent (`--submit`)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from cleanrl_utils.launch.runs import sweep_run_of
 
 
 def slurm_job(args: Args, job: Job, log_dir: Path) -> slurm.ArrayJob:
-    """The runs as a Slurm job array, one task per seed (the env id, if any, is in the command)."""
-    minutes = max(1, args.timeout_seconds // 60)
     return slurm.ArrayJob(
         name=job.name,
         run=shlex.join(job.argv),
@@ -25,12 +22,11 @@ def slurm_job(args: Args, job: Job, log_dir: Path) -> slurm.ArrayJob:
         gpus_per_node=job.node.gpus,
         cpus_per_task=job.node.vcpus,
         mem_mib=job.node.memory_mib,
-        time_minutes=minutes,
+        time_minutes=max(1, args.timeout_seconds // 60),
         partition=args.partition,
         log_dir=str(log_dir),
         wandb_key_env=args.wandb_key_env,
         run_names=tuple(n for n in (sweep_run_of(job.argv, None, seed) for seed in seeds(args)) if n),
-        signal_seconds=slurm.time_limit_signal(minutes),
     )
 
 

@@ -1,2 +1,1 @@
-"""The tuner's parts (cleanrl_utils/tuner.py is its command line and its import path): the trials, their runs, the
-study's storage, the scores."""
+"""The tuner's parts; cleanrl_utils/tuner.py is its command line and import path."""

@@ -1,5 +1,4 @@
-"""What the tuner tells: its progress lines, the table of a study's trials, the best trial's command, and a W&B run
-per trial."""
+"""What the tuner tells: progress lines, the table of trials, the best trial's command, a W&B run per trial."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A trial's score, CleanRL's: each run's metric (the mean of its last `window` points) normalised by its env's
-target scores, per seed the env ids' scores aggregated, then the mean over the seeds. The time objectives score a
-run within its time budget: "score_in_time" the score reached, "time_auc" the mean score over the budget."""
+"""A trial's score, CleanRL's: runs' normalised metrics aggregated over env ids, then averaged over seeds (and the
+time objectives, docs/tuning.md)."""
 
 from __future__ import annotations
 
@@ -29,15 +28,13 @@ def aggregate(values: dict[tuple[str, int], Optional[float]], env_ids: Sequence[
 
 
 def run_value(follower, times, target, objective: Objective, window: int, budget, until: float = math.inf):
-    """A run's normalised score up to `until` (steps for the objective "score", else seconds of running) from its
-    events (`follower`, a run_events.EventFollower; `times`: its points' seconds of running, None for "score")."""
+    """A run's normalised score up to `until` (steps for "score", else seconds of running; `times`: its points')."""
     if objective == "score":
         return normalised(follower.mean_last(window, until_step=until), target)
     limit = min(until, budget)
     if objective == "score_in_time" or until < math.inf:
         return normalised(follower.mean_last(window, times=times, until_time=limit), target)
-    # time_auc: the mean over [0, budget] of the score so far (0 before the first game; a run that finished early
-    # keeps its final score until the budget)
+    # time_auc: the mean over [0, budget] of the score so far (0 before the first game, the last after the run)
     values = np.array(follower.values)[times <= limit]
     times = times[times <= limit]
     if not len(values):

@@ -1,5 +1,4 @@
-"""A study's storage and who owns its trials: the storage URL, the study folder's lock and writable check, the tuner
-process that owns a trial (host, pid and start time) and the trials of dead owners, queued again."""
+"""A study's storage, lock and folder, and the trials' owners (tuner processes): dead owners' trials queued again."""
 
 from __future__ import annotations
 
@@ -49,7 +48,7 @@ def study_lock(study_dir: str):
 
 
 def check_writable(folder: str) -> None:
-    """The study folder takes new files (its lock, storage, runs), else one line (a read-only copy of a study)."""
+    """The study folder takes new files, else one line (a read-only copy of a study)."""
     try:
         fd, path = tempfile.mkstemp(dir=folder, prefix=".writable_")
         os.close(fd)
@@ -62,7 +61,7 @@ def check_writable(folder: str) -> None:
 
 
 def owner_id() -> str:
-    """This tuner process: host, pid and the process's start time (pids are reused: on a busy machine soon)."""
+    """This tuner process: host, pid and start time (pids are reused)."""
     import psutil
 
     return f"{socket.gethostname()}:{os.getpid()}:{psutil.Process().create_time():.2f}"
@@ -87,8 +86,8 @@ def had_runs(trial) -> bool:
 
 
 def requeue_orphans(study) -> None:
-    """Under the study's lock: the trials of dead tuner processes on this host are marked interrupted, and every
-    interrupted trial is queued again once, to continue its run folders (user attribute `run_key`)."""
+    """Under the study's lock: dead tuners' trials on this host marked interrupted; each interrupted trial queued
+    again once, on its run folders (`run_key`)."""
     import optuna
 
     TrialState, host = optuna.trial.TrialState, socket.gethostname()

@@ -1,6 +1,4 @@
-"""A trial's runs: each the script on one env id with one seed in its own run folder, started as a logged process
-that leads its own process group, with its attempts' wall-clock times kept in the folder (a continued trial's
-runs count the time of their earlier attempts)."""
+"""A trial's runs: each a logged process in its own run folder, which keeps its attempts' wall-clock times."""
 
 from __future__ import annotations
 
@@ -52,9 +50,7 @@ class Run:
         self.follower.poll()
 
     def active_seconds(self, wall: float) -> float:
-        """How long the run had been running (over all its attempts) at the wall-clock time `wall`: each attempt
-        from its first logged event (after the imports and the env's start, which a busy machine slows most) to
-        its end."""
+        """The run's seconds of running (over its attempts) at the time `wall`: each from its first logged event."""
         total = 0.0
         starts = sorted(self.follower.file_starts) if self.follower else []
         for i, (start, end) in enumerate(self.attempts):
@@ -87,8 +83,7 @@ class Run:
 
 
 def end_runs(runs: list[Run]) -> None:
-    """Stop the runs still running (SIGTERM to their process groups: they checkpoint and exit), the followed runs of
-    an earlier tuner on this host too."""
+    """Stop the runs at their checkpoints (SIGTERM to their groups), an earlier tuner's ones on this host too."""
     live = [r for r in runs if r.process is not None and r.process.poll() is None]
     for run in runs:
         pid = holder_pid(run.held_by) if run.held_by else None

@@ -1,11 +1,5 @@
-"""The tuner's study. Each trial runs the real script once per env id and seed, as processes that lead their own
-process groups (`python SCRIPT PARAMS --env-id E --seed S --runs-dir STUDY/runs --run-name trialNNNN__E__S --resume
-auto`), `workers` trials at a time with the cores split between them. The tuner reads each run's TensorBoard events
-while it runs, reports the normalised score to Optuna at fixed intervals and stops a pruned trial at once (SIGTERM:
-the run checkpoints and exits). Ctrl-C or SIGTERM stops the running trials at their checkpoints; the same command
-again continues the study: an interrupted trial is recorded as FAIL (user attribute `interrupted`) and its
-parameters are queued again as a new trial that continues the same run folders (user attribute `run_key`), so the
-study ends with exactly `num_trials` COMPLETE or PRUNED trials."""
+"""The tuner's study: each trial runs the script once per env id and seed as processes, `workers` trials at a time,
+reports their normalised score to Optuna while they run and continues after a stop (docs/tuning.md)."""
 
 from __future__ import annotations
 
@@ -66,28 +60,40 @@ class ActiveTrial:
 
 @dataclass
 class Tuner:
-    """CleanRL's tuner (same arguments, same normalised score), running trials as processes (see the module doc).
-    Beyond CleanRL's arguments: `workers`, `studies_dir`, `objective`, `time_budget`, `report_every` and `cores`, as
-    the command line's flags of the same names (cleanrl_utils/tuner.py, docs/tuning.md)."""
+    """CleanRL's tuner (same arguments, same normalised score), running trials as processes; the fields after
+    CleanRL's are the command line's flags of the same names (cleanrl_utils/tuner.py)."""
 
     script: str
     metric: str
     target_scores: dict[str, Optional[list[float]]]
     params_fn: Callable[[Any], dict[str, Any]]
     direction: Direction = "maximize"
+    """`maximize` or `minimize` the score"""
     aggregation_type: Aggregation = "average"
+    """how the envs' normalised scores combine: average, median, max or min"""
     metric_last_n_average_window: int = 50
+    """a run's score: the mean of its last this many points of the metric"""
     sampler: Any = None
     pruner: Any = None
     storage: Optional[str] = None
+    """an Optuna storage URL; default: SQLite in the study folder; `journal`: a journal file there (several tuner
+    processes, e.g. Slurm array tasks, over a shared filesystem)"""
     study_name: str = ""
+    """the study's name and folder; default: SCRIPT__ENV_IDS"""
     wandb_kwargs: Optional[dict] = None
     workers: int = 1
+    """trials at a time on this machine; the cores are split between them"""
     studies_dir: str = "studies"
+    """the folder of the study folders (runs, storage)"""
     objective: Objective = "score"
+    """`score` (at the end of each run), `score_in_time` (reached within --time-budget seconds of each run) or
+    `time_auc` (the mean score over the first --time-budget seconds)"""
     time_budget: Optional[float] = None
+    """seconds of running per run, for the time objectives (each run is stopped at its budget)"""
     report_every: Optional[float] = None
+    """report to the pruner every this many steps (seconds for the time objectives); default: a tenth of a run"""
     cores: Optional[int] = None
+    """the cores the trials share; default: those this process may use"""
 
     def __post_init__(self) -> None:
         self.wandb_kwargs = self.wandb_kwargs or {}
@@ -202,8 +208,7 @@ class Tuner:
         return study
 
     def next_trial(self, study):
-        """Under the study's lock (several tuner processes may share it): the trials of dead tuners queued again
-        (storage.requeue_orphans), and a trial started if the study still needs one; else None."""
+        """Under the study's lock: dead tuners' trials queued again, and a trial started if the study needs one."""
         from optuna.trial import TrialState
 
         with storage.study_lock(self.study_dir):
@@ -220,7 +225,7 @@ class Tuner:
             return trial
 
     def prepare_trial(self, trial) -> ActiveTrial:
-        """The trial's runs (env ids x seeds) in their run folders, not started yet."""
+        """The trial's runs (env ids x seeds), not started yet."""
         words = flag_words(self.params_fn(trial))
         trial.set_user_attr("command", shlex.join(["python", self.script, *words]))
         threads = max(1, self.cores // self.workers // (self.num_seeds * len(self.env_ids)))
@@ -246,9 +251,7 @@ class Tuner:
         return ActiveTrial(trial, runs, time.monotonic(), earlier, threads=threads, every=every)
 
     def start_runs(self, active: ActiveTrial) -> None:
-        """Start the runs not done; one that an earlier tuner's run still holds (its tuner was killed, its run was
-        not) is followed as it goes and continued once it lets go of its folder (a second start would stop on its
-        lock)."""
+        """Start the runs not done; one that a killed tuner's run still holds is followed, and continued once free."""
         for run in active.runs:
             if run.done:
                 continue
@@ -286,8 +289,7 @@ class Tuner:
         return run.active_seconds(run.follower.last_wall) if run.follower.last_wall else 0.0
 
     def poll_trial(self, active: ActiveTrial) -> Optional[str]:
-        """Read the runs' new events, stop runs at the time budget, report to the pruner; the trial's end state
-        (COMPLETE, PRUNED, FAIL) once it ends, else None."""
+        """Read the runs' events, stop them at the time budget, report; the end state once the trial ends."""
         for run in active.runs:
             run.follower.poll()
             if run.held_by is not None and holder(run.run_dir) is None:  # the earlier tuner's run ended: continue it
@@ -319,8 +321,7 @@ class Tuner:
         return self.report(active)
 
     def report(self, active: ActiveTrial) -> Optional[str]:
-        """Report the trial's score at each interval that all its runs have passed: PRUNED if the pruner says so;
-        COMPLETE once every run is done; else None."""
+        """Report the score at each interval all runs have passed: PRUNED, COMPLETE once all are done, else None."""
         live = [r for r in active.runs if not r.done]
         reach = min(map(self.progress, live)) if live else max(map(self.progress, active.runs))
         point = active.every
@@ -337,8 +338,7 @@ class Tuner:
         return "COMPLETE" if all(r.done for r in active.runs) else None
 
     def check_metric(self, run: Run) -> None:
-        """A run that ended without a point of the metric: a script that names the metric logs it once a game ends
-        (too short a run); one that does not name it never will (a typo): UnknownMetric, naming the tags it logged."""
+        """A run ended without the metric: fine if the script names it (too short a run), else UnknownMetric."""
         if self.metric in run.follower.tags:
             return
         with open(self.script, errors="replace") as f:
@@ -392,8 +392,7 @@ class Tuner:
             f"study {self.study_name}: {num_trials} trials x {num_seeds} seed(s) x {len(self.env_ids)} env(s), "
             f"{self.workers} at a time on {self.cores} core(s); storage {self.storage_url()}; runs in {self.runs_root}"
         )
-        # a stop (SIGTERM, Ctrl-C) is acted on between the loop's steps, never inside one: a trial half taken from
-        # the storage or a run half started would be lost to the next tuner (Python runs the handler in this thread)
+        # a stop is acted on between the loop's steps: a trial half taken or a run half started would be lost
         stop_requested: list[int] = []
         previous = {s: signal.signal(s, lambda signum, frame: stop_requested.append(signum)) for s in STOP_SIGNALS}
         active: list[ActiveTrial] = []
@@ -450,8 +449,7 @@ class Tuner:
                 fail(f"{failures_in_a_row} trials in a row failed (see their lines above): the study stops")
 
     def interrupt(self, study, active: list[ActiveTrial]) -> None:
-        """Stop every running trial's runs at their checkpoints; record the trials as interrupted (FAIL) so that the
-        next tuner queues them again on the same run folders."""
+        """Stop the trials' runs at their checkpoints; record them as interrupted (FAIL) for the next tuner."""
         from optuna.trial import TrialState
 
         end_runs([r for item in active for r in item.runs])
