@@ -27,9 +27,17 @@ from cleanrl_utils.hub import LOGIN, check_repo_id, reason, unreachable
 from cleanrl_utils.launch.runs import check_positive, holder, holder_pid
 from cleanrl_utils.model_file import agent_script, load_checkpoint
 from cleanrl_utils.run_events import event_files
-from cleanrl_utils.resume import RUN_IDENTITY, flag_text
+from cleanrl_utils.resume import RUN_IDENTITY
 from cleanrl_utils.script_shape import load_module
-from cleanrl_utils.validation import check_env_id, check_extra, computed_fields, fail, first_sentence, is_atari
+from cleanrl_utils.validation import (
+    check_env_id,
+    check_extra,
+    computed_fields,
+    fail,
+    first_sentence,
+    flag_words,
+    is_atari,
+)
 
 FOLDER = "huggingface"  # the repository's folder, inside the run's
 REPLAY = "replay.mp4"  # the video the hub shows on the model's page (CleanRL's name)
@@ -88,7 +96,11 @@ def read_run(run_dir: str) -> tuple[str, dict, dict]:
 def training_command(script: str, settings: dict, computed: list[str]) -> str:
     """The command that trains the model again: every flag of the run but the `computed` settings."""
     left_out = NOT_FLAGS | set(computed)
-    flags = [flag_text(name, value) for name, value in settings.items() if name not in left_out and value is not None]
+    flags = [
+        shlex.join(flag_words(name, value))
+        for name, value in settings.items()
+        if name not in left_out and value is not None
+    ]
     return f"python cleanrl/{script} {' '.join(flags)}"
 
 

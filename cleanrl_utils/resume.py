@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 import tyro
 
 from cleanrl_utils.checkpoint import CHECKPOINT_FILE, check_checkpoint, read_checkpoint
-from cleanrl_utils.validation import LOCK_FILE, check_name, computed_fields, fail, run_name_stem
+from cleanrl_utils.validation import LOCK_FILE, check_name, computed_fields, fail, flag_words, run_name_stem
 
 RESUME_MODES = ("no", "yes", "auto")
 # What a resume may change (the scripts' --resume help lists it); every other flag keeps the run's stored value.
@@ -48,14 +48,6 @@ RESUME_SPEC = tyro.constructors.PrimitiveConstructorSpec(
     (0, 1), "[auto]", _resume_mode, RESUME_MODES.__contains__, str.split
 )
 ResumeMode = Annotated[str, RESUME_SPEC, tyro.conf.arg(help=RESUME_HELP)]
-
-
-def flag_text(field: str, value) -> str:
-    """A setting as the command line gives it, e.g. `--learning-rate 0.001`, `--no-anneal-lr`."""
-    flag = field.replace("_", "-")
-    if isinstance(value, bool):
-        return f"--{flag}" if value else f"--no-{flag}"
-    return " ".join([f"--{flag}", *map(str, value if isinstance(value, (list, tuple)) else [value])])
 
 
 def resume_command(args, run_name: str) -> str:
@@ -157,7 +149,7 @@ def resumed_args(args, argv: list[str], run_name: str, ckpt: dict):
     kept = {f.name: stored[f.name] for f in dataclasses.fields(args) if f.name in flags}
     args = dataclasses.replace(args, **{name: old for name, old in kept.items() if name not in given})
     changed = [
-        (name, f"{flag_text(name, getattr(args, name))} (the run has {flag_text(name, old)})")
+        (name, f"{shlex.join(flag_words(name, getattr(args, name)))} (the run has {shlex.join(flag_words(name, old))})")
         for name, old in kept.items()
         if getattr(args, name) != old
     ]

@@ -143,3 +143,11 @@ def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_times
         fail(f"a minibatch of {size} sample ({how}) has no std to normalise its advantages: make it larger")
     if total_timesteps < batch * ranks:
         fail(f"--total-timesteps {total_timesteps} is smaller than one batch ({batch * ranks}): no update would run")
+
+
+def flag_words(field: str, value) -> list[str]:
+    """A setting as command-line words, e.g. `["--learning-rate", "0.001"]`, `["--no-anneal-lr"]`."""
+    flag = field.replace("_", "-")
+    if isinstance(value, bool):
+        return [f"--{flag}" if value else f"--no-{flag}"]
+    return [f"--{flag}", *map(str, value if isinstance(value, (list, tuple)) else [value])]

@@ -19,13 +19,12 @@ import numpy as np
 from cleanrl_utils.cpu import usable_cores
 from cleanrl_utils.launch.processes import log_tail
 from cleanrl_utils.launch.runs import check_positive, check_script_flags, flag_value, holder, make_dir
-from cleanrl_utils.resume import flag_text
 from cleanrl_utils.script_shape import read_script
 from cleanrl_utils.tuning import scores, storage
 from cleanrl_utils.tuning.scores import Aggregation, Objective
 from cleanrl_utils.tuning.report import fmt, log_to_wandb, print_best, print_trials, say, stored_value
 from cleanrl_utils.tuning.trial_runs import Run, end_runs
-from cleanrl_utils.validation import check_env_id, check_name, fail
+from cleanrl_utils.validation import check_env_id, check_name, fail, flag_words
 
 Direction = Literal["maximize", "minimize"]
 TUNER_FLAGS = ("env-id", "seed", "run-name", "runs-dir", "resume")  # flags the tuner gives every run itself
@@ -35,9 +34,9 @@ LOG_TAIL_LINES = 8
 REPORTS_PER_RUN = 10  # the default report interval: a tenth of a run's steps (or of its time budget)
 
 
-def flag_words(params: dict[str, Any]) -> list[str]:
+def trial_flags(params: dict[str, Any]) -> list[str]:
     """CleanRL's params (flag names without `--`) as command-line words; True/False as `--x`/`--no-x`."""
-    return [w for k, v in params.items() if v is not None for w in flag_text(str(k).lstrip("-"), v).split(" ")]
+    return [w for k, v in params.items() if v is not None for w in flag_words(str(k).lstrip("-"), v)]
 
 
 class UnknownMetric(Exception):
@@ -157,7 +156,7 @@ class Tuner:
                 )
         for env_id in self.env_ids:
             try:
-                check_script_flags(self.script, [*flag_words(params), "--env-id", env_id, "--seed", "1"])
+                check_script_flags(self.script, [*trial_flags(params), "--env-id", env_id, "--seed", "1"])
             except SystemExit as exc:
                 fail(str(exc.code).removeprefix("error: ").replace("the command's flags", "the flags of params_fn"))
 
@@ -226,7 +225,7 @@ class Tuner:
 
     def prepare_trial(self, trial) -> ActiveTrial:
         """The trial's runs (env ids x seeds), not started yet."""
-        words = flag_words(self.params_fn(trial))
+        words = trial_flags(self.params_fn(trial))
         trial.set_user_attr("command", shlex.join(["python", self.script, *words]))
         threads = max(1, self.cores // self.workers // (self.num_seeds * len(self.env_ids)))
         thread_words, shape = [], read_script(self.script)
