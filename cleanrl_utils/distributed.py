@@ -3,9 +3,11 @@ joining the process group, and the collectives (rank 0's decisions, gathers, mea
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable
@@ -59,6 +61,7 @@ def hush_until_grouped(info: DistInfo) -> None:
     finds the same errors (the same arguments on the same machine) and prints them, one line per node, not per rank."""
     if info.local_rank != 0:
         sys.stdout = sys.stderr = HUSHED
+        sys.excepthook = functools.partial(traceback.print_exception, file=sys.__stderr__)  # a crash still shows
 
 
 def resolve_sizes(args, world_size: int) -> None:

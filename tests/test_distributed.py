@@ -265,11 +265,17 @@ def test_errors_every_rank_finds_are_printed_by_the_first_rank_of_each_node(tmp_
             assert_one_line_error(result, "--num-envs 3 is not divisible by the world size 4")
 
 
-def test_a_node_s_later_ranks_speak_again_once_the_group_forms(recorded, monkeypatch):
-    for name in ("stdout", "stderr"):
+def test_a_node_s_later_ranks_show_crashes_and_speak_again_once_the_group_forms(recorded, monkeypatch):
+    for name in ("stdout", "stderr", "excepthook", "__stdout__", "__stderr__"):
         monkeypatch.setattr(sys, name, getattr(sys, name))  # put back after the test
+    sys.__stderr__ = terminal = io.StringIO()
     distributed.hush_until_grouped(INFO)
     assert sys.stdout is sys.stderr is distributed.HUSHED
+    try:  # a crash (not a checked error: the node's first rank prints those) still shows its traceback
+        raise ValueError("a fault of this rank alone")
+    except ValueError as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    assert "ValueError: a fault of this rank alone" in terminal.getvalue()
     distributed.init_distributed("gloo", INFO, TIMEOUT, torch.device("cpu"))
     assert (sys.stdout, sys.stderr) == (sys.__stdout__, sys.__stderr__)
 
