@@ -3,14 +3,11 @@
 # gradients are averaged over the ranks (one all-reduce of a flat buffer) and the advantages are normalised with the
 # whole minibatch's mean and std: N ranks make the update one process makes on their batches put together. Rank 0
 # logs, checkpoints and saves. `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`
-# launches it (nodes, restarts: docs/multigpu.md); `python` runs one process. As in ppo_atari.py, the envs
-# autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every rollout step is a
-# real transition and `dones[t]` says `obs[t]` starts a new episode; truncations count as terminations, as in CleanRL.
+# launches it (nodes, restarts: docs/multigpu.md); `python` runs one process. The envs autoreset as in ppo_atari.py.
 import os
 
-# Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
+# first, before torch: idle OpenMP threads sleep (cleanrl_utils/__init__.py); Ctrl-C stops in one line
+from cleanrl_utils.signals import StopSignals, interrupts_ignored
 import random
 import subprocess
 import sys
@@ -293,7 +290,6 @@ if __name__ == "__main__":
     check_env_id(args.env_id, atari=True)
     device, backend = resolve_device(args, info)
     check_extras(capture_video=args.capture_video, track=args.track and rank0, upload_model=args.upload_model)
-    # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.local_num_envs, info.local_world_size, rank0)
 
     # TRY NOT TO MODIFY: seeding
@@ -395,7 +391,6 @@ if __name__ == "__main__":
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
-    # a resume on sync/async: the checkpoint's games go on where they were (ale/envpool: new games)
     next_obs, next_done = restore_games(envs, ckpt, info.rank, next_obs, np.zeros(envs.num_envs, dtype=np.float32))
     progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
     stop = StopSignals(say=rank0)  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit (rank 0 says so)
