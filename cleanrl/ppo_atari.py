@@ -312,9 +312,8 @@ if __name__ == "__main__":
 
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
     writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
-    # at the step the run starts or resumes from: a resume may change some settings (see --resume)
     table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)  # at a resume's step too
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps,) + envs.observation_space.shape, dtype=torch.uint8).to(device)

@@ -1,9 +1,8 @@
 # Data-parallel PPO for Atari (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_multigpupy): ppo_atari.py plus
-# torch.distributed. Each process (rank) steps its own --local-num-envs games; after each minibatch's backward pass the
-# gradients are averaged over the ranks (one all-reduce of a flat buffer) and the advantages are normalised with the
-# whole minibatch's mean and std: N ranks make the update one process makes on their batches put together. Rank 0
-# logs, checkpoints and saves. `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`
-# launches it (nodes, restarts: docs/multigpu.md); `python` runs one process. The envs autoreset as in ppo_atari.py.
+# torch.distributed. Each rank steps its own --local-num-envs games; gradients and the advantages' mean and std are
+# those of all ranks: N ranks make the update one process makes on their batches together. Rank 0 logs, checkpoints
+# and saves. `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16` launches it
+# (docs/multigpu.md); `python` runs one process.
 import os
 
 # first, before torch: idle OpenMP threads sleep (cleanrl_utils/__init__.py); Ctrl-C stops in one line
@@ -372,9 +371,8 @@ if __name__ == "__main__":
         # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
         writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
         close.append(writer.close)
-        # at the step the run starts or resumes from: a resume may change some settings (see --resume)
         table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)  # at a resume's step too
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps,) + envs.observation_space.shape, dtype=torch.uint8).to(device)

@@ -1,5 +1,5 @@
 """A training process's CPU set-up: its threads (the flags, else OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, the cores; a
-node's ranks split them; docs/throughput.md) and glibc's memory reuse."""
+node's ranks split them; docs/cluster.md) and glibc's memory reuse."""
 
 import ctypes.util
 import os

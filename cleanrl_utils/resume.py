@@ -1,5 +1,5 @@
 """A run: its command line (parsed once), its name and folder (made and locked by `open_run`: one run per folder,
-docs/resume.md), and on a resume its checkpoint's settings, of which it may change only MAY_CHANGE_ON_RESUME."""
+docs/cluster.md), and on a resume its checkpoint's settings, of which it may change only MAY_CHANGE_ON_RESUME."""
 
 import dataclasses
 import errno

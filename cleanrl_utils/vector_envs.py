@@ -1,5 +1,5 @@
-"""Vector Atari envs for the PPO scripts: four backends (``--vector-env``) with one contract (docs/notes.md;
-tests/test_vector_envs.py checks it), and a run's games in its checkpoint (the Python wrappers keep them)."""
+"""Vector Atari envs for the PPO scripts: four backends (``--vector-env``) with one contract (docs/notes.md), and a
+run's games in its checkpoint (the Python wrappers keep them)."""
 
 import functools
 import importlib.util
