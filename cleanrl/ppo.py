@@ -1,12 +1,9 @@
-# PPO for classic-control tasks with discrete actions (CartPole-v1 by default), CleanRL style, on gymnasium 1.x.
-# Docs of the original: https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy
-# With these (CleanRL's) defaults the mean return of the last 20 CartPole-v1 episodes passes 195 within 100k steps.
-# Checkpoints every `--checkpoint-interval` iterations, at the end and on SIGTERM/Ctrl-C; `--resume` continues a run.
+# PPO for classic-control tasks with discrete actions (CartPole-v1 by default), CleanRL style, on gymnasium 1.x
+# (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppopy); with CleanRL's defaults CartPole-v1 passes 195 within 100k steps.
 import os
 
-# Idle OpenMP threads sleep instead of spinning (as in the Atari scripts): set before torch loads
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
+# first, before torch: idle OpenMP threads sleep (cleanrl_utils/__init__.py); Ctrl-C stops in one line
+from cleanrl_utils.signals import StopSignals, interrupts_ignored
 import random
 import subprocess
 import sys
@@ -127,9 +124,8 @@ def make_env(env_id, idx, capture_video, video_folder):
 
 
 def make_vector_env(args, run_name):
-    """SAME_STEP autoreset: the step that ends an episode returns the next episode's first obs, so every stored step
-    is a real transition and `dones[t]` cuts GAE's bootstrap at episode boundaries (truncation counts as termination,
-    as in CleanRL). The vector-level RecordEpisodeStatistics reports finished episodes in infos["episode"]."""
+    """SAME_STEP autoreset: every stored step is a real transition and `dones[t]` says `obs[t]` starts an episode
+    (truncation counts as termination, as in CleanRL); finished episodes are in infos["episode"]."""
     video_folder = os.path.join(args.runs_dir, run_name, "videos")
     env_fns = [make_env(args.env_id, i, args.capture_video, video_folder) for i in range(args.num_envs)]
     if args.vector_env == "async":
@@ -357,8 +353,7 @@ if __name__ == "__main__":
     dones = np.zeros((args.num_steps, args.num_envs), dtype=np.float32)
     values = torch.zeros((args.num_steps, args.num_envs)).to(device)
 
-    # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (+ num_envs * iteration after a resume: the envs'
-    # states are not in the checkpoint, so the episodes start anew)
+    # TRY NOT TO MODIFY: start the game. Env i has seed `seed + i` (after a resume, new episodes: + num_envs * iteration)
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.Tensor(next_obs).to(device)

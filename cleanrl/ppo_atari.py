@@ -3,9 +3,8 @@
 # real transition and `dones[t]` says `obs[t]` starts a new episode; truncations count as terminations, as in CleanRL.
 import os
 
-# Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
+# first, before torch: idle OpenMP threads sleep (cleanrl_utils/__init__.py); Ctrl-C stops in one line
+from cleanrl_utils.signals import StopSignals, interrupts_ignored
 import random
 import subprocess
 import sys
@@ -248,7 +247,6 @@ if __name__ == "__main__":
     check_env_id(args.env_id, atari=True)
     device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
     check_extras(capture_video=args.capture_video, track=args.track, upload_model=args.upload_model)
-    # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.num_envs)
 
     # TRY NOT TO MODIFY: seeding
@@ -272,8 +270,8 @@ if __name__ == "__main__":
     # what a checkpoint saves and a resume restores: add your own networks, optimizers, normalisers here
     state = {"agent": agent, "optimizer": optimizer}
 
-    # resume: the state, iteration, global step and RNG states from the run's checkpoint
-    run_dir, ckpt = open_run(args, run_name, state, __file__, ckpt=ckpt)  # the run folder is made here
+    # resume: the state, counters and RNG states from the checkpoint (the run folder is made here)
+    run_dir, ckpt = open_run(args, run_name, state, __file__, ckpt=ckpt)
     start_iteration, global_step, recent_returns = 0, 0, []
     if ckpt is not None:
         start_iteration, global_step, recent_returns = load_state(state, ckpt)
@@ -314,9 +312,8 @@ if __name__ == "__main__":
 
     # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
     writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
-    # at the step the run starts or resumes from: a resume may change some settings (see --resume)
     table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
+    writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)  # at a resume's step too
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps,) + envs.observation_space.shape, dtype=torch.uint8).to(device)
@@ -333,7 +330,6 @@ if __name__ == "__main__":
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
-    # a resume on sync/async: the checkpoint's games go on where they were (ale/envpool: new games)
     next_obs, next_done = restore_games(envs, ckpt, 0, next_obs, np.zeros(envs.num_envs, dtype=np.float32))
     progress = Progress(args.num_iterations * args.batch_size, global_step, bar=args.progress_bar)
     stop = StopSignals()  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit

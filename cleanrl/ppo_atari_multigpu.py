@@ -1,16 +1,12 @@
 # Data-parallel PPO for Atari (https://docs.cleanrl.dev/rl-algorithms/ppo/#ppo_atari_multigpupy): ppo_atari.py plus
-# torch.distributed. Each process (rank) steps its own --local-num-envs games; after each minibatch's backward pass the
-# gradients are averaged over the ranks (one all-reduce of a flat buffer) and the advantages are normalised with the
-# whole minibatch's mean and std: N ranks make the update one process makes on their batches put together. Rank 0
-# logs, checkpoints and saves. `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16`
-# launches it (nodes, restarts: docs/multigpu.md); `python` runs one process. As in ppo_atari.py, the envs
-# autoreset in SAME_STEP mode: the step where a game ends returns the reset observation, so every rollout step is a
-# real transition and `dones[t]` says `obs[t]` starts a new episode; truncations count as terminations, as in CleanRL.
+# torch.distributed. Each rank steps its own --local-num-envs games; gradients and the advantages' mean and std are
+# those of all ranks: N ranks make the update one process makes on their batches together. Rank 0 logs, checkpoints
+# and saves. `torchrun --standalone --nproc_per_node=2 cleanrl/ppo_atari_multigpu.py --num-envs 16` launches it
+# (docs/multigpu.md); `python` runs one process.
 import os
 
-# Idle OpenMP threads sleep: spinning torch workers would take the cores the env threads need (docs/throughput.md)
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-from cleanrl_utils.signals import StopSignals, interrupts_ignored  # first: Ctrl-C from here on stops in one line
+# first, before torch: idle OpenMP threads sleep (cleanrl_utils/__init__.py); Ctrl-C stops in one line
+from cleanrl_utils.signals import StopSignals, interrupts_ignored
 import random
 import subprocess
 import sys
@@ -293,7 +289,6 @@ if __name__ == "__main__":
     check_env_id(args.env_id, atari=True)
     device, backend = resolve_device(args, info)
     check_extras(capture_video=args.capture_video, track=args.track and rank0, upload_model=args.upload_model)
-    # threads: --torch-threads, OMP_NUM_THREADS, Slurm's CPUs or the cores; glibc keeps freed memory (cpu.py)
     cores, env_threads, torch_threads, threads_from = setup_cpu(args, args.local_num_envs, info.local_world_size, rank0)
 
     # TRY NOT TO MODIFY: seeding
@@ -376,9 +371,8 @@ if __name__ == "__main__":
         # purge_step hides what a crashed run logged after its checkpoint: the curves stay continuous
         writer = SummaryWriter(run_dir, purge_step=global_step + 1 if ckpt is not None else None)
         close.append(writer.close)
-        # at the step the run starts or resumes from: a resume may change some settings (see --resume)
         table = "\n".join(f"|{key}|{value}|" for key, value in vars(args).items())
-        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)
+        writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}", global_step)  # at a resume's step too
 
     # ALGO Logic: Storage setup; frames stay uint8 (4x smaller than float32), done flags on the host until the update
     obs = torch.zeros((args.num_steps,) + envs.observation_space.shape, dtype=torch.uint8).to(device)
@@ -395,7 +389,6 @@ if __name__ == "__main__":
     start_time, start_step = time.time(), global_step
     next_obs, _ = envs.reset(seed=args.seed + info.rank * args.local_num_envs + start_iteration * args.num_envs)
     next_obs = torch.as_tensor(next_obs, device=device)
-    # a resume on sync/async: the checkpoint's games go on where they were (ale/envpool: new games)
     next_obs, next_done = restore_games(envs, ckpt, info.rank, next_obs, np.zeros(envs.num_envs, dtype=np.float32))
     progress = Progress(args.num_iterations * args.batch_size, global_step, enabled=rank0, bar=args.progress_bar)
     stop = StopSignals(say=rank0)  # SIGTERM/Ctrl-C: finish the iteration, checkpoint, exit (rank 0 says so)

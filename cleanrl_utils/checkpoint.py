@@ -1,7 +1,5 @@
-"""A run's checkpoint: the script's `state` (networks, optimizers, tensors), its counters, every rank's RNG states and
-games, every setting; written atomically (a failed write keeps the last one), read back and checked against the run.
-And the model file that `--save-model` writes; and a run whose losses or parameters turn non-finite (NaN, inf) stops
-before it saves anything (`stop_if_diverged`): its last checkpoint stays the last good state."""
+"""A run's checkpoint (the script's `state`, counters, every rank's RNG states and games, settings), written
+atomically and checked against the run on a resume; the `--save-model` file; the stop of a diverged run."""
 
 import contextlib
 import errno
@@ -65,8 +63,7 @@ def atomic_save(obj: dict, path: str, fix: str = "free some space, then resume w
 
 
 def save_checkpoint(path: str, state: dict, args, iteration: int, global_step: int, rngs: list, recent_returns: list):
-    """`state`: name -> what to save (`state_dict()` or a tensor); `rngs`: the RNG states of every rank, each with its
-    games (`vector_envs.rank_games`: a resume goes on with them)."""
+    """`state`: name -> a module, optimizer or tensor; `rngs`: every rank's RNG states and games (`rank_games`)."""
     saved = {id(p) for value in state.values() if isinstance(value, torch.nn.Module) for p in value.parameters()}
     for name, value in state.items():
         stepped = value.param_groups if isinstance(value, torch.optim.Optimizer) else []
@@ -143,7 +140,7 @@ def load_state(state: dict[str, Any], ckpt: dict) -> tuple[int, int, list[float]
 
 
 def stop_if_diverged(numbers: dict, iteration: int, run_dir: str) -> None:
-    """`numbers`: the update's losses and gradient norm (a non-finite parameter or gradient shows in them)."""
+    """Stop, saving nothing, if the update's losses or gradient norm (`numbers`) are NaN or inf."""
     bad = [name for name, value in numbers.items() if not math.isfinite(value)]
     if not bad:
         return

@@ -1,6 +1,5 @@
-"""A training process's CPU set-up (its threads, glibc's memory reuse), for the scripts and the lab. Threads, first
-found wins: the flags; OMP_NUM_THREADS (not the 1 torchrun sets for several processes per node); SLURM_CPUS_PER_TASK;
-the cores this process may use (taskset, cgroups, Slurm). A node's ranks split a Slurm task's CPUs and the cores."""
+"""A training process's CPU set-up: its threads (the flags, else OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, the cores; a
+node's ranks split them; docs/cluster.md) and glibc's memory reuse."""
 
 import ctypes.util
 import os
@@ -14,9 +13,8 @@ def usable_cores() -> int:
 
 
 def thread_plan(env_threads: int, torch_threads: int, num_envs: int, local_ranks=1, cores=0, notes=True):
-    """(cores of this rank, env threads, torch threads, where the torch threads' number comes from); a flag or
-    OMP_NUM_THREADS above the cores is capped at them, with a note if `notes` (not in `check_ranges`: another
-    machine's job has other cores), and an OMP_NUM_THREADS that is no count is named in a note and ignored."""
+    """(cores of this rank, env threads, torch threads, their source); a count above the cores is capped, with a
+    note if `notes`; an OMP_NUM_THREADS that is no count is ignored, with a note."""
     cores = max(1, (cores or usable_cores()) // local_ranks)
     omp, slurm = os.environ.get("OMP_NUM_THREADS", "").strip(), os.environ.get("SLURM_CPUS_PER_TASK", "")
     budget, source = cores, "its cores"

@@ -1,5 +1,4 @@
-"""What a long run shows while it runs: on a terminal a tqdm bar; elsewhere (a Slurm log, `nohup`, `| tee`) lines: a
-run's after its first iteration, then after the first iteration `interval` s or more after the last line, at the end."""
+"""A run's progress: on a terminal a tqdm bar; elsewhere (a log) a line at the start, every `interval` s, at the end."""
 
 import sys
 import time

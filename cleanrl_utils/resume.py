@@ -1,8 +1,5 @@
-"""A run: its command line (parsed once), its name and folder (made and locked by `open_run`), and on a resume its
-checkpoint's settings, of which a resume may change only MAY_CHANGE_ON_RESUME. One run per folder: its writer holds an
-OS lock on `run.lock` in it while it lives (the kernel lets go however it dies: the descriptor is never closed); a
-second process stops before it writes anything, naming the holder; a restarted attempt (Slurm requeue, torchrun
-restart) waits up to CLEANRL_LOCK_WAIT s (120) for the old one, which may still be saving its checkpoint."""
+"""A run: its command line (parsed once), its name and folder (made and locked by `open_run`: one run per folder,
+docs/cluster.md), and on a resume its checkpoint's settings, of which it may change only MAY_CHANGE_ON_RESUME."""
 
 import dataclasses
 import errno
@@ -80,8 +77,7 @@ def resolve_run_name(args) -> str:
 
 
 def sweep_hint(args, run_name: str, sep: str) -> str:
-    """How a run of a cleanrl_utils.benchmark sweep (named `run_name_stem`, without a time) gets new runs instead;
-    nothing for another run (a plain run's name has its time, a tuner's its trial)."""
+    """For a run of a cleanrl_utils.benchmark sweep (named `run_name_stem`): how to get new runs instead."""
     in_sweep = run_name == run_name_stem(args.env_id, args.exp_name, args.seed)
     return f" (in a cleanrl_utils.benchmark sweep{sep} another --exp-name)" if in_sweep else ""
 
@@ -98,8 +94,7 @@ def parse_command_line(args_type, argv: list[str]):
 
 
 def start_run(args_type, script: str, argv: Optional[list[str]] = None, line=None):
-    """Parse the command line (or take `line`, its parse) and find the run: (args, run name, checkpoint or None);
-    creates nothing."""
+    """Parse the command line (or take `line`, its parse) and find the run: (args, run name, checkpoint or None)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_command_line(args_type, argv) if line is None else line
     run_name = resolve_run_name(args)
@@ -138,9 +133,8 @@ def start_run(args_type, script: str, argv: Optional[list[str]] = None, line=Non
 
 
 def resumed_args(args, argv: list[str], run_name: str, ckpt: dict):
-    """`args` with the run's stored settings in place of those `argv` does not give (`--flag VALUE`, `--flag=VALUE`,
-    `--flag`, `--no-flag`); a given one that differs is refused unless a resume may change it (MAY_CHANGE_ON_RESUME),
-    and noted if it may."""
+    """`args` with the run's stored settings in place of those `argv` does not give; a given one that differs is
+    refused unless it is in MAY_CHANGE_ON_RESUME, and noted if it is."""
     fields = {f.name for f in dataclasses.fields(args)}
     words = [word[2:].split("=", 1)[0].replace("-", "_") for word in argv if word.startswith("--")]
     given = {word if word in fields else word.removeprefix("no_") for word in words}
@@ -162,8 +156,8 @@ def resumed_args(args, argv: list[str], run_name: str, ckpt: dict):
 
 
 def open_run(args, run_name: str, state: dict, script: str, ckpt: Optional[dict] = None, renamed: bool = False):
-    """The run's folder, created and writable, and `ckpt` (from `start_run`) checked against `state`. A checkpoint
-    that another run wrote there meanwhile is refused; after `renamed` (a job's run found after `start_run`), read."""
+    """The run's folder, made and locked, and `ckpt` checked against `state`; a checkpoint written there since
+    `start_run` is refused, or read if `renamed` (a job's run found after `start_run`)."""
     run_dir = os.path.join(args.runs_dir, run_name)
     try:  # made after every check that can fail (a refused start leaves no empty folder), proved writable by the lock
         os.makedirs(run_dir, exist_ok=True)
@@ -211,7 +205,7 @@ def hold_run_folder(run_dir: str) -> None:
 
 
 def set_aside_dead_attempt(run_dir: str) -> None:
-    """Logs but no checkpoint: an attempt died before its first one; its event files go to `dead_attempts/` (unplotted)."""
+    """Event files of an attempt that died before its first checkpoint go to `dead_attempts/` (unplotted)."""
     old = glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))
     if not old or os.path.exists(os.path.join(run_dir, CHECKPOINT_FILE)):
         return

@@ -1,6 +1,5 @@
-"""What a training process does on a signal or a fault: Ctrl-C while it starts (installed when this module is
-imported, at the script's top: one line, not a loading traceback), SIGTERM/Ctrl-C in the run (`StopSignals`), env
-workers shielded from the terminal's Ctrl-C, and a full disk (one error line naming how to resume)."""
+"""A training process on a signal or a fault: Ctrl-C while it starts (one line, from this module's import on), SIGTERM
+or Ctrl-C in the run (`StopSignals`), env workers shielded from Ctrl-C, a full disk (one line on how to resume)."""
 
 import contextlib
 import errno
@@ -43,8 +42,7 @@ class StopSignals:
 
 @contextlib.contextmanager
 def interrupts_ignored() -> Iterator[None]:
-    """Processes started inside (async env workers) never see the terminal's Ctrl-C: this process stops them. SIGINT
-    is blocked, not ignored: children keep the block, and a Ctrl-C meanwhile reaches this process once it ends."""
+    """Processes started inside (env workers) keep SIGINT blocked: this process stops them; it gets its Ctrl-C after."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

@@ -1,5 +1,4 @@
-"""Checks of user input: each failure is one `error: ...` line and exit status 1 (gymnasium is imported lazily); the
-run names they check (`run_name_stem`) and the lock file in a run's folder (torch-free: the launchers read them)."""
+"""Checks of user input, each failure one `error: ...` line and exit status 1; run names and the lock file (torch-free)."""
 
 import difflib
 import re
@@ -132,8 +131,7 @@ def check_env_id(env_id: str, atari: bool | None = None) -> None:
 
 
 def check_batch(num_envs: int, num_steps: int, num_minibatches: int, total_timesteps: int, ranks: int = 1) -> None:
-    """A batch (`num_envs` * `num_steps`, per rank) splits into minibatches of 2 samples or more (of all ranks: their
-    advantages are normalised with their std, which one sample has not), and one of every rank fits the total."""
+    """The batch of each rank splits into minibatches of 2+ samples of all ranks (a std), and fits the total."""
     batch = num_envs * num_steps
     if batch % num_minibatches != 0:
         of = " of each rank" if ranks > 1 else ""

@@ -1,9 +1,5 @@
-"""Vector Atari envs for the PPO scripts, four backends (``--vector-env``) with one contract (tests/test_vector_envs.py
-checks it on the emulator): uint8 ``(num_envs, 4, 84, 84)`` frames, a stack restarted on its first frame after a reset
-or lost life; SAME_STEP autoreset; rewards clipped to their sign; ``terminated`` on each lost life and at game over;
-the env serves by itself (FIRE, action 2); each full game's statistics in ``infos["final_info"]["episode"]``. And a
-run's games in its checkpoint (``GameState``, ``rank_games``, ``restore_games``): the Python wrappers' envs keep them,
-the C++ pools cannot."""
+"""Vector Atari envs for the PPO scripts: four backends (``--vector-env``) with one contract (docs/notes.md), and a
+run's games in its checkpoint (the Python wrappers keep them)."""
 
 import functools
 import importlib.util
@@ -42,10 +38,9 @@ def ale_game(env_id: str) -> str:
 
 
 class NativeAtariVectorEnv(gym.vector.VectorEnv):
-    """A C++ Atari pool run without its own episode logic: the chain's is here (docs/notes.md says why). A pool
-    implements, for the envs ``ids`` (results in their order): ``_pool_reset(ids, seed)``: new games (env i seeded
-    with ``seed + i``), returning obs, lives, frames; ``_pool_send(ids, actions)``; ``_pool_recv(ids)``: obs (uint8,
-    the pool's own stack), raw points, game over, truncated (the frame cap), lives, emulator frames of the game."""
+    """A C++ Atari pool with the chain's episode logic (docs/notes.md). For the envs ``ids``, in their order:
+    ``_pool_reset(ids, seed)`` (env i seeded ``seed + i``) -> obs, lives, frames; ``_pool_send(ids, actions)``;
+    ``_pool_recv(ids)`` -> obs (uint8, stacked), raw points, game over, truncated, lives, emulator frames of the game."""
 
     metadata = {"autoreset_mode": SAME_STEP}
 
@@ -241,14 +236,12 @@ def make_atari_vector_env(
     return gym.vector.SyncVectorEnv(env_fns, autoreset_mode=SAME_STEP)
 
 
-# A run's games in its checkpoint: with the Python wrappers (`sync`, `async`) every env's emulator and wrappers and the
-# step loop's `next_obs`/`next_done`, so that a resume goes on with the games in progress (a SAME_STEP vector env
-# carries nothing else from one step to the next); the C++ pools (`ale`, `envpool`) expose no state: new games.
+# A run's games in its checkpoint (sync, async): every env's state and the step loop's `next_obs`/`next_done`, all a
+# SAME_STEP vector env carries from one step to the next; the C++ pools (ale, envpool) expose none: new games.
 
 
 def _wrappers(env: gym.Wrapper):
-    """The wrappers under `env`, but a video recorder (its frames would fill the checkpoint; the next game's video
-    starts anew)."""
+    """The wrappers under `env`, but a video recorder (its frames would fill the checkpoint)."""
     while isinstance(env := env.env, gym.Wrapper):
         yield from [] if isinstance(env, gym.wrappers.RecordVideo) else [env]
 
@@ -259,9 +252,8 @@ def _arrays(w: gym.Wrapper) -> dict[str, np.ndarray]:
 
 
 class GameState(gym.Wrapper):
-    """No change to the env; `game` is its state (the emulator with its RNG, the no-op RNG, each wrapper's numbers,
-    flags and frames), and setting `game` puts the env back in it. The vector envs reach it in their envs (async: in
-    the workers) with `get_attr("game")` and `set_attr("game", games)`."""
+    """`game`: the env's state (emulator and RNGs, each wrapper's numbers and frames), to get and set; the vector envs
+    reach it with `get_attr("game")` and `set_attr("game", games)`."""
 
     @property
     def game(self) -> list:
@@ -281,8 +273,7 @@ class GameState(gym.Wrapper):
 
 
 def rank_games(envs, next_obs: torch.Tensor, next_done: np.ndarray) -> dict:
-    """This rank's games and the step loop's next observation and done flags, for its entry beside its RNG states in
-    a checkpoint (None on a C++ pool: nothing to save)."""
+    """This rank's games, `next_obs` and `next_done` for its checkpoint entry (None on a C++ pool)."""
     try:
         games = list(envs.get_attr("game")) if not isinstance(envs, NativeAtariVectorEnv) else None
     except AttributeError:  # envs made another way (a user's, a test's) without `GameState`: none to save
@@ -306,8 +297,7 @@ def games_line(ckpt: dict, envs) -> str:
 
 
 def restore_games(envs, ckpt, rank: int, next_obs: torch.Tensor, next_done: np.ndarray):
-    """On a resume, `envs` back in this rank's games of `ckpt`, with the step loop's `next_obs`, `next_done` then;
-    else (a new run, or no games in the checkpoint for these envs) the new games' `next_obs`, `next_done` as given."""
+    """`envs` back in this rank's games of `ckpt` and their `next_obs`, `next_done`; else those given (new games)."""
     if (games := saved_games(ckpt, envs, rank)) is None:
         return next_obs, next_done
     envs.set_attr("game", tree_map_only(torch.Tensor, torch.Tensor.numpy, games["envs"]))  # arrays: fast to workers
