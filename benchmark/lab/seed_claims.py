@@ -718,7 +718,7 @@ def claims(results: dict[str, Any], args: Args) -> list[dict[str, str]]:
 
 def seed_errors(results: dict[str, Any]) -> list[str]:
     """Facts that bear on the claims, each with the evidence from this run or this repository."""
-    from cleanrl_utils.submit_exp import INSTANCE_TYPES
+    from cleanrl_utils.launch.job import INSTANCE_TYPES
 
     env = results["sync_env_only"]
     n = max(env, key=int)
