@@ -121,7 +121,7 @@ def test_workers_zero_prints_the_exact_commands(tmp_path):
             "python cleanrl/ppo.py --num-envs 4",
         ],
         cwd=tmp_path,
-        timeout=60,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     resume = "--run-name {}__ppo__{} --resume auto"  # ppo.py continues runs: a fixed run name ("/" left out)
@@ -150,7 +150,7 @@ def test_bad_input_gives_one_line_errors(tmp_path):
         ),
     ]
     for argv, message in cases:
-        assert_one_line_error(run_script([BENCHMARK, *argv], cwd=tmp_path, timeout=60), message)
+        assert_one_line_error(run_script([BENCHMARK, *argv], cwd=tmp_path, timeout=300), message)
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_names_are_one_folder_name_before_anything_starts(tmp_path, argv, messag
         res = run_script(
             [BENCHMARK, "--env-ids", "CartPole-v1", "--num-seeds", "1", "--workers", workers, *argv],
             cwd=tmp_path,
-            timeout=60,
+            timeout=300,
         )
         assert_one_line_error(res, message)
         assert not res.stdout and list(tmp_path.iterdir()) == []
@@ -205,7 +205,7 @@ def test_an_exp_name_given_as_flag_equals_value_names_the_runs(tmp_path):
             "python cleanrl/ppo_atari.py --exp-name=wide",
         ],
         cwd=tmp_path,
-        timeout=60,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("--run-name ")[1].split()[0] == "ALE-Breakout-v5__wide__1"
@@ -246,7 +246,7 @@ def test_ctrl_c_stops_every_run_and_exits_nonzero(tmp_path):
     # the CPUs are shared out between the parallel runs
     assert {p.read_text().split()[1] for p in pid_files} == {str(max(1, os.cpu_count() // 2))}
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=30)
+    stdout, stderr = proc.communicate(timeout=300)
 
     assert proc.returncode == 130
     for pid in pids:
@@ -274,7 +274,7 @@ def render(tmp_path: Path, template: str, *extra: str) -> str:
             *extra,
         ],
         cwd=tmp_path,
-        timeout=60,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     assert f"submit it with: sbatch {script}" in res.stdout  # --workers 0: written, not submitted
@@ -320,7 +320,7 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
     assert "env_ids=(CartPole-v1 ALE/Breakout-v5)" in text and "seeds=(5 6 7)" in text
 
     # every array index runs exactly the command the local runner would run for that cell
-    expected = run_script([BENCHMARK, *grid], cwd=tmp_path, timeout=60).stdout.splitlines()
+    expected = run_script([BENCHMARK, *grid], cwd=tmp_path, timeout=300).stdout.splitlines()
     env = fake_bin(tmp_path, srun='echo "$@"')
     for index, command in enumerate(expected):
         res = subprocess.run(
@@ -328,7 +328,7 @@ def test_gpu_template_maps_array_index_to_the_runner_commands(tmp_path):
             env={**env, "SLURM_ARRAY_TASK_ID": str(index)},
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=300,
         )
         assert res.returncode == 0, res.stderr
         assert res.stdout.splitlines()[-1] == command
@@ -411,7 +411,7 @@ def run_array_task(text: str, env: dict[str, str], index: int, nodes: int) -> li
         ["bash", "-c", text],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=300,
         env={
             **env,
             "SLURM_ARRAY_TASK_ID": str(index),
@@ -504,7 +504,7 @@ def test_runner_and_submit_exp_render_the_same_multinode_job(tmp_path):
             "--dry-run",
         ],
         cwd=tmp_path,
-        timeout=60,
+        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     submitted = res.stdout
@@ -604,7 +604,7 @@ def test_cleanrls_own_slurm_line_runs_with_its_renamed_flags(tmp_path):
     assert "#SBATCH --cpus-per-task=10" in render(tmp_path, "slurm_gpu.template", *grid, *cleanrl).splitlines()
     two = ["--slurm-ntasks", "2", "--slurm-total-cpus=10"]
     assert "#SBATCH --cpus-per-task=5" in render(tmp_path, "slurm_gpu.template", *grid, *two).splitlines()
-    res = run_script([BENCHMARK, *grid, "--auto-tag"], cwd=tmp_path, timeout=60)
+    res = run_script([BENCHMARK, *grid, "--auto-tag"], cwd=tmp_path, timeout=300)
     assert_one_line_error(res, "--auto-tag is not a flag of this tool: this runner does not tag runs")
 
 
@@ -612,6 +612,6 @@ def test_cleanrls_own_slurm_line_runs_with_its_renamed_flags(tmp_path):
 def test_a_secret_on_the_command_line_is_refused_without_showing_it(tmp_path, flag):
     secret = "s3cr3t-value-9d8e7f"
     for argv in ([flag, secret], [f"{flag}={secret}"], ["--command", f"python cleanrl/ppo.py {flag} {secret}"]):
-        res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", *argv], cwd=tmp_path, timeout=60)
+        res = run_script([BENCHMARK, "--env-ids", "CartPole-v1", *argv], cwd=tmp_path, timeout=300)
         assert_one_line_error(res, f"{flag.replace('_', '-')} would put a secret on the command line")
         assert secret not in res.stdout + res.stderr and "WANDB_API_KEY" in res.stderr

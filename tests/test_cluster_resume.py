@@ -41,7 +41,7 @@ def submit(cluster, tmp_path: Path, iterations: int, timeout_seconds: int) -> tu
         ],
         tmp_path,
         cluster.env,
-        timeout=60,
+        timeout=300,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     job_id = re.search(r"Submitted batch job (\d+)", res.stdout).group(1)

@@ -167,7 +167,7 @@ def test_help_runs_nothing_from_any_folder(tmp_path):
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=300,
             env=ENV,
         )
         assert result.returncode == 0 and "gpu_check" in result.stdout, result.stderr

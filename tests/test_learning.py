@@ -200,7 +200,7 @@ def test_plan_and_commands_resume_a_cut_run(tmp_path):
 def test_unknown_config_is_a_one_line_error(tmp_path):
     from helpers import assert_one_line_error, run_script
 
-    result = run_script(["-m", "benchmark.lab.learning", "run", "--only", "syncc"], cwd=tmp_path, timeout=60)
+    result = run_script(["-m", "benchmark.lab.learning", "run", "--only", "syncc"], cwd=tmp_path, timeout=300)
     assert_one_line_error(result, "unknown config(s) syncc")
 
 
@@ -735,7 +735,7 @@ def test_export_without_a_run_is_a_one_line_error(tmp_path):
             str(tmp_path),
         ],
         cwd=tmp_path,
-        timeout=60,
+        timeout=300,
     )
     assert_one_line_error(result, "is not a git checkout")
 

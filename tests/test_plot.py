@@ -134,14 +134,14 @@ def test_bad_paths_give_one_line_errors(tmp_path):
         (["--run-dirs", str(tmp_path / "empty")], f"no TensorBoard event files under '{tmp_path / 'empty'}'"),
     ]
     for argv, message in cases:
-        assert_one_line_error(run_script([PLOT, *argv], cwd=tmp_path, timeout=60), message)
+        assert_one_line_error(run_script([PLOT, *argv], cwd=tmp_path, timeout=300), message)
 
 
 @pytest.mark.parametrize("name", ["a/b", "..", "../x", ""])
 def test_an_exp_name_that_is_not_a_folder_name_is_refused(tmp_path, name):
     """The scripts' name rule: such an exp name can match no run, so it is a mistake, said before anything is read."""
     res = run_script(
-        [PLOT, "--run-dirs", str(tmp_path / "missing"), "--exp-names", "ppo", name], cwd=tmp_path, timeout=60
+        [PLOT, "--run-dirs", str(tmp_path / "missing"), "--exp-names", "ppo", name], cwd=tmp_path, timeout=300
     )
     assert_one_line_error(res, f"--exp-names {name!r} is not a folder name: a run is one folder inside --runs-dir")
 
@@ -151,7 +151,7 @@ def test_missing_matplotlib_says_how_to_install(tmp_path):
         "import sys; sys.modules['matplotlib'] = None; from cleanrl_utils.plot import main; "
         "sys.exit(main(['--run-dirs', '.']))"
     )
-    res = run_script(["-c", code], cwd=tmp_path, timeout=60)
+    res = run_script(["-c", code], cwd=tmp_path, timeout=300)
     assert_one_line_error(res, "plotting needs matplotlib: pip install -e '.[plot]'")
 
 

@@ -170,7 +170,7 @@ def test_readme_study_stops_on_sigterm_and_the_same_command_finishes_it(tmp_path
             break
         time.sleep(0.2)
     tuner.send_signal(signal.SIGTERM)
-    assert tuner.wait(timeout=60) == 130, (tmp_path / "first.log").read_text()
+    assert tuner.wait(timeout=300) == 130, (tmp_path / "first.log").read_text()
     first = (tmp_path / "first.log").read_text()
     assert "INTERRUPTED" in first and "run the same command again" in first, first
 
